@@ -1,0 +1,4 @@
+"""setuptools entry point: only here because cffi's setuptools integration needs `cffi_modules`."""
+from setuptools import setup
+
+setup(cffi_modules=["native/build_native.py:ffibuilder"])

@@ -1,0 +1,33 @@
+"""Fixtures shared by every test area.
+
+Area-specific fixtures live in a conftest.py next to the tests that use them.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from vgpu.sim import fakenvml
+
+
+@pytest.fixture
+def fake_nvml(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[fakenvml.FakeNvml]:
+    """A fake NVML with one A100-SXM4-80GB; its env is set in this process too.
+
+    Tests change ``fake_nvml.config`` and call ``fake_nvml.write()`` (or the helpers)
+    to change what NVML reports, also to processes started with ``fake_nvml.env``.
+    """
+    fake = fakenvml.FakeNvml.create(tmp_path / "nvml", [fakenvml.device(0)])
+    for key, value in fake.env.items():
+        monkeypatch.setenv(key, value)
+    yield fake
+
+
+def subprocess_env(extra: dict[str, str]) -> dict[str, str]:
+    """The current environment plus ``extra`` (for starting real daemons in tests)."""
+    env = dict(os.environ)
+    env.update(extra)
+    return env

@@ -1,0 +1,1 @@
+"""HAMi-core container contract (env + mounts), shared-region reader API and writer."""

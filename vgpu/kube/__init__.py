@@ -1,0 +1,1 @@
+"""Kubernetes access: node registration, node-scoped pod cache, patches, events."""

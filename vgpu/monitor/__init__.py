@@ -1,0 +1,1 @@
+"""Prometheus collectors, container discovery, feedback loop."""

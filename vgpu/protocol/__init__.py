@@ -1,0 +1,1 @@
+"""Pure encode/decode of every Volcano annotation (no I/O)."""

@@ -1,0 +1,127 @@
+"""Locate the fake ``libnvidia-ml.so.1`` and drive its JSON configuration.
+
+This is the one helper through which tests, benchmarks and the demo find the fake
+NVML library (shared/spec/README.md, testing conventions).  The library itself is
+C code in ``native/fakenvml/`` built by ``make fakenvml`` into
+``build/fakenvml/libnvidia-ml.so.1``; ``VGPU_FAKE_NVML_LIBRARY`` overrides the path.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEFAULT_BUILD_PATH = REPO_ROOT / "build" / "fakenvml" / "libnvidia-ml.so.1"
+
+
+def library_path(build: bool = True) -> pathlib.Path:
+    """Path of the fake NVML library; builds it with make when missing and ``build``."""
+    override = os.environ.get("VGPU_FAKE_NVML_LIBRARY")
+    if override:
+        return pathlib.Path(override)
+    if not DEFAULT_BUILD_PATH.exists() and build and (REPO_ROOT / "Makefile").exists():
+        subprocess.run(["make", "-s", "-C", str(REPO_ROOT), "fakenvml"], check=True)
+    if not DEFAULT_BUILD_PATH.exists():
+        raise FileNotFoundError(
+            f"fake NVML library not found at {DEFAULT_BUILD_PATH}; run `make fakenvml` "
+            "or set VGPU_FAKE_NVML_LIBRARY"
+        )
+    return DEFAULT_BUILD_PATH
+
+
+def write_json_atomic(path: pathlib.Path, data: Any) -> None:
+    """Replace ``path`` atomically (temp file + rename) so readers never see half a file."""
+    path = pathlib.Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def device(
+    index: int = 0,
+    *,
+    name: str = "NVIDIA A100-SXM4-80GB",
+    memory_total_mib: int = 81920,
+    uuid: str | None = None,
+    mig_capable: bool = True,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One device entry of the fake NVML config with realistic defaults."""
+    entry: dict[str, Any] = {
+        "uuid": uuid or f"GPU-{index:08x}-6888-5063-1e4d-f2a09cfbf{index:03x}",
+        "name": name,
+        "memory_total_mib": memory_total_mib,
+        "memory_used_mib": 0,
+        "utilization_gpu": 0,
+        "utilization_memory": 0,
+        "minor": index,
+        "pci_bus_id": f"00000000:{0x07 + index:02X}:00.0",
+        "numa_node": 0,
+        "compute_capability": [8, 0],
+        "mig_capable": mig_capable,
+        "mig_mode": False,
+        "processes": [],
+        "xid_events": [],
+    }
+    entry.update(extra)
+    return entry
+
+
+@dataclass
+class FakeNvml:
+    """A fake-NVML configuration file plus the environment that selects it.
+
+    ``env`` is what a child process (or this process, before NVML is loaded) needs:
+    ``FAKE_NVML_CONFIG``, ``FAKE_NVML_STATE`` and ``VGPU_NVML_LIBRARY``.
+    """
+
+    config_path: pathlib.Path
+    state_path: pathlib.Path
+    library: pathlib.Path
+    config: dict[str, Any]
+
+    @classmethod
+    def create(cls, directory: pathlib.Path, devices: list[dict[str, Any]], **top: Any) -> "FakeNvml":
+        directory = pathlib.Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        config = {"driver_version": "550.54.15", "cuda_driver_version": 12040, "devices": devices}
+        config.update(top)
+        fake = cls(
+            config_path=directory / "fakenvml.json",
+            state_path=directory / "fakenvml.json.state",
+            library=library_path(),
+            config=config,
+        )
+        fake.write()
+        return fake
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "FAKE_NVML_CONFIG": str(self.config_path),
+            "FAKE_NVML_STATE": str(self.state_path),
+            "VGPU_NVML_LIBRARY": str(self.library),
+        }
+
+    def write(self) -> None:
+        """Write the current ``config`` atomically; a running process reloads it."""
+        write_json_atomic(self.config_path, self.config)
+
+    def update_device(self, index: int, **changes: Any) -> None:
+        self.config["devices"][index].update(changes)
+        self.write()
+
+    def add_xid(self, index: int, xid: int | dict[str, int]) -> None:
+        self.config["devices"][index].setdefault("xid_events", []).append(xid)
+        self.write()
