@@ -9,7 +9,7 @@ FAKENVML_SRC := $(wildcard native/fakenvml/*.c) $(wildcard native/fakenvml/*.h)
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/*.cdef) native/build_native.py
 PYTEST_ARGS ?=
 
-.PHONY: all install fakenvml test bench bench-quick clean
+.PHONY: all install fakenvml test bench bench-quick clean proto
 
 all: install fakenvml
 
@@ -22,6 +22,11 @@ $(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SRC)
 	@touch $@
 
 install: $(VENV)/.installed
+
+# Kubelet device-plugin API: regenerate the committed *_pb2*.py (grpcio-tools pinned in
+# pyproject.toml so the output is reproducible; tests/unit/plugin/test_proto_fresh.py checks it).
+proto: install
+	$(PY) -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. vgpu/plugin/api/deviceplugin.proto
 
 fakenvml: $(FAKENVML)
 
