@@ -10,8 +10,19 @@ from vgpu.config.model import (
     MigTemplate,
     NodeConfig,
 )
+from vgpu.config.loader import (
+    effective_config,
+    load_config,
+    load_device_config,
+    load_node_config,
+    log_warnings,
+    parse_device_config,
+    parse_node_config,
+)
+from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 
 __all__ = [
+    "DEFAULT_KNOWN_MIG_GEOMETRIES",
     "ConfigError",
     "DeviceConfig",
     "EffectiveConfig",
@@ -20,4 +31,11 @@ __all__ = [
     "MigGroup",
     "MigTemplate",
     "NodeConfig",
+    "effective_config",
+    "load_config",
+    "load_device_config",
+    "load_node_config",
+    "log_warnings",
+    "parse_device_config",
+    "parse_node_config",
 ]

@@ -6,6 +6,7 @@ shared across threads; a SIGHUP reload produces a new object.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 DEFAULT_COUNT_NAME = "volcano.sh/vgpu-number"
@@ -30,8 +31,23 @@ class ConfigError(Exception):
         self.value = value
         msg = f"vgpu: invalid configuration in {path}: {key}: {reason}"
         if show_value:
-            msg += f" (got {value!r})" if not isinstance(value, str) else f' (got "{value}")'
+            msg += f" (got {format_config_value(value)})"
         super().__init__(msg)
+
+
+def format_config_value(value: object, limit: int = 120) -> str:
+    """Render an offending value as the operator wrote it: JSON/YAML spelling, not Python's.
+
+    ``"group-1"``, ``true``, ``null``, ``[1, 2]`` (never ``True``/``None``); long values are cut
+    so one bad key cannot flood the log.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
 
 
 @dataclass(frozen=True)
@@ -115,6 +131,11 @@ class NodeConfig:
     lib_cuda_log_level: int | None = None
     filter_devices: FilterDevices = field(default_factory=FilterDevices)
     source: str = "<none>"
+
+    @property
+    def matched(self) -> bool:
+        """True when `config.json` had an entry for this node (otherwise no overrides apply)."""
+        return bool(self.name)
 
 
 @dataclass(frozen=True)
