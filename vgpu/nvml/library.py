@@ -1,0 +1,49 @@
+"""Which `libnvidia-ml.so.1` this process uses, and loading it into nvidia-ml-py.
+
+The choice is made once per process (flag > ``VGPU_NVML_LIBRARY`` > the loader's search
+path) and shared by both NVML users: nvidia-ml-py (discovery, health events) and the cffi
+native layer (sampling, MIG).  Both must see the same library, or the fake NVML used in
+tests and the demo would only be half in effect.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+import pynvml
+
+ENV_VAR = "VGPU_NVML_LIBRARY"
+SYSTEM_LIBRARY = "libnvidia-ml.so.1"
+
+_lock = threading.Lock()
+_loaded_path: str | None = None
+
+
+def resolve_library(flag_value: str | None = None) -> str:
+    """The NVML library path or soname to load: flag > env var > system soname."""
+    return flag_value or os.environ.get(ENV_VAR) or SYSTEM_LIBRARY
+
+
+def init_pynvml(library: str | None = None) -> str:
+    """Load ``library`` into nvidia-ml-py (once per process) and call ``nvmlInit``.
+
+    Returns the path that was loaded.  Calling it again with another path is an error:
+    pynvml keeps one library per process.  Each successful call must be paired with
+    ``pynvml.nvmlShutdown()`` (NVML reference-counts init/shutdown).
+    """
+    global _loaded_path
+    path = resolve_library(library)
+    with _lock:
+        if _loaded_path is None:
+            try:
+                pynvml.nvmlLib = ctypes.CDLL(path)
+            except OSError as exc:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND) from exc
+            # pynvml caches resolved symbols per process; start clean for the new library.
+            pynvml._nvmlGetFunctionPointer_cache.clear()
+            _loaded_path = path
+        elif _loaded_path != path:
+            raise RuntimeError(f"NVML library {_loaded_path} is already loaded; cannot switch to {path}")
+    pynvml.nvmlInit()
+    return path
