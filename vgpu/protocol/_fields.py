@@ -1,0 +1,46 @@
+"""Field validators shared by the decoders (strict grammar: ASCII digits only, bounded)."""
+from __future__ import annotations
+
+import re
+from typing import Final
+
+UINT32_MAX: Final = 2**32 - 1
+UINT64_MAX: Final = 2**64 - 1
+INT64_MAX: Final = 2**63 - 1
+
+GPU_UUID_RE: Final = re.compile(r"GPU-[0-9A-Fa-f-]{36}")
+"""``uuid = "GPU-" 36(HEXDIG / "-")`` (volcano-protocol.md §2.1)."""
+
+
+def is_digits(text: str) -> bool:
+    """``1*DIGIT`` — ASCII only (``str.isdigit`` alone accepts '²' and other Unicode digits)."""
+    return text.isdigit() and text.isascii()
+
+
+def is_gpu_uuid(text: str) -> bool:
+    return GPU_UUID_RE.fullmatch(text) is not None
+
+
+def go_atoi(text: str) -> int | None:
+    """Go ``strconv.Atoi``: optional sign, ASCII digits, int64 range; ``None`` on error."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body or not is_digits(body):
+        return None
+    value = int(text)
+    if not -(2**63) <= value <= INT64_MAX:
+        return None
+    return value
+
+
+def go_uint(value: int) -> int:
+    """Go ``uint(int)`` conversion on a 64-bit platform (wraps negatives)."""
+    return value % 2**64
+
+
+_GO_BOOLS: Final = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+                    "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+
+
+def go_parse_bool(text: str) -> bool | None:
+    """Go ``strconv.ParseBool``; ``None`` on error."""
+    return _GO_BOOLS.get(text)
