@@ -1,0 +1,157 @@
+"""The gRPC DevicePlugin server of one resource, on a unix socket.
+
+A thin layer over ``ResourceManager`` (device list, health, payloads) and an
+``Allocator`` (Allocate / GetPreferredAllocation).  Handlers are registered by hand rather
+than through the generated servicer so that ListAndWatch can send the manager's
+pre-encoded bytes with an identity serializer (see vgpu/plugin/listwatch.py).  No handler
+lets an exception escape: errors become gRPC statuses (known-failures A-13).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+
+import grpc
+
+from vgpu.plugin.allocation import AllocationError, Allocator
+from vgpu.plugin.api import DEVICE_PLUGIN_SERVICE, pb
+from vgpu.plugin.resources import ResourceManager
+
+log = logging.getLogger(__name__)
+
+# How often an idle stream re-checks whether it should end even without a wake-up.
+_STREAM_POLL_S = 1.0
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+def remove_socket(path: str) -> None:
+    """Remove a socket (or stale file) at ``path``; never a directory."""
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class DevicePluginServer:
+    """Serves one resource on ``<socket_dir>/<socket name>`` until ``stop()``."""
+
+    def __init__(self, manager: ResourceManager, allocator: Allocator, socket_dir: str,
+                 max_workers: int = 8) -> None:
+        self.manager = manager
+        self.allocator = allocator
+        self.socket_path = os.path.join(socket_dir, manager.socket_name)
+        self._max_workers = max_workers
+        self._server: grpc.Server | None = None
+        self._stopping = threading.Event()
+        self._socket_ino: int | None = None
+        self.streams = 0  # open ListAndWatch streams (for logs and tests)
+        self._streams_lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.manager.resource_name
+
+    def start(self) -> None:
+        """Remove a stale socket, then serve (kubelet-device-plugin-api.md §5 step 5)."""
+        remove_socket(self.socket_path)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._max_workers,
+                                                        thread_name_prefix=f"dp-{self.manager.kind.value}"))
+        handlers = {
+            "GetDevicePluginOptions": grpc.unary_unary_rpc_method_handler(
+                self._options, request_deserializer=pb.Empty.FromString,
+                response_serializer=pb.DevicePluginOptions.SerializeToString),
+            "ListAndWatch": grpc.unary_stream_rpc_method_handler(
+                self._list_and_watch, request_deserializer=pb.Empty.FromString,
+                response_serializer=_identity),
+            "GetPreferredAllocation": grpc.unary_unary_rpc_method_handler(
+                self._preferred, request_deserializer=pb.PreferredAllocationRequest.FromString,
+                response_serializer=pb.PreferredAllocationResponse.SerializeToString),
+            "Allocate": grpc.unary_unary_rpc_method_handler(
+                self._allocate, request_deserializer=pb.AllocateRequest.FromString,
+                response_serializer=pb.AllocateResponse.SerializeToString),
+            "PreStartContainer": grpc.unary_unary_rpc_method_handler(
+                self._pre_start, request_deserializer=pb.PreStartContainerRequest.FromString,
+                response_serializer=pb.PreStartContainerResponse.SerializeToString),
+        }
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(DEVICE_PLUGIN_SERVICE, handlers),))
+        if server.add_insecure_port(f"unix:{self.socket_path}") == 0:
+            raise OSError(f"cannot listen on {self.socket_path}")
+        server.start()
+        self._server = server
+        try:
+            self._socket_ino = os.stat(self.socket_path).st_ino
+        except FileNotFoundError:
+            self._socket_ino = None
+        log.info("%s: serving on %s", self.name, self.socket_path)
+
+    def socket_present(self) -> bool:
+        """False when our socket file was removed or replaced (e.g. by a new kubelet)."""
+        try:
+            return os.stat(self.socket_path).st_ino == self._socket_ino
+        except FileNotFoundError:
+            return False
+
+    def stop(self) -> None:
+        """End all streams, stop serving and remove our socket (if it is still ours)."""
+        self._stopping.set()
+        self.manager.wake()
+        if self._server is not None:
+            self._server.stop(grace=None).wait(5)
+            self._server = None
+        if self.socket_present():
+            remove_socket(self.socket_path)
+        log.info("%s: stopped serving on %s", self.name, self.socket_path)
+
+    # -- handlers ----------------------------------------------------------------------
+
+    def _options(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.DevicePluginOptions:
+        return self.manager.options()
+
+    def _list_and_watch(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[bytes]:
+        with self._streams_lock:
+            self.streams += 1
+        context.add_callback(self.manager.wake)
+        try:
+            version, payload = self.manager.snapshot()
+            log.info("%s: ListAndWatch opened; sending %d devices", self.name, self.manager.device_count())
+            yield payload
+            while not self._stopping.is_set() and context.is_active():
+                new_version, payload = self.manager.wait_for_update(version, _STREAM_POLL_S)
+                if new_version != version and not self._stopping.is_set():
+                    version = new_version
+                    yield payload
+        finally:
+            with self._streams_lock:
+                self.streams -= 1
+            log.info("%s: ListAndWatch stream closed", self.name)
+
+    def _guard(self, what: str, context: grpc.ServicerContext, fn, *args):
+        try:
+            return fn(*args)
+        except AllocationError as exc:
+            log.warning("%s: %s refused: %s", self.name, what, exc)
+            context.abort(exc.code, str(exc))
+        except Exception as exc:  # noqa: BLE001 - never let a handler crash the server
+            log.exception("%s: %s failed", self.name, what)
+            context.abort(grpc.StatusCode.INTERNAL, f"{what} failed: {exc}")
+
+    def _allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
+        log.info("%s: Allocate %s", self.name, [list(r.devices_ids) for r in request.container_requests])
+        return self._guard("Allocate", context, self.allocator.allocate, self.manager, request)
+
+    def _preferred(self, request: pb.PreferredAllocationRequest,
+                   context: grpc.ServicerContext) -> pb.PreferredAllocationResponse:
+        return self._guard("GetPreferredAllocation", context, self.allocator.preferred_allocation,
+                           self.manager, request)
+
+    def _pre_start(self, request: pb.PreStartContainerRequest,
+                   context: grpc.ServicerContext) -> pb.PreStartContainerResponse:
+        return pb.PreStartContainerResponse()
