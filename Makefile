@@ -5,7 +5,7 @@ VENV     ?= .venv
 PY       := $(VENV)/bin/python
 CC       ?= cc
 FAKENVML := build/fakenvml/libnvidia-ml.so.1
-FAKENVML_SRC := $(wildcard native/fakenvml/*.c) $(wildcard native/fakenvml/*.h)
+FAKENVML_SRC := $(wildcard native/fakenvml/*.c) $(wildcard native/fakenvml/*.h) native/nvml_abi.h
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/*.cdef) native/build_native.py
 PYTEST_ARGS ?=
 
@@ -32,7 +32,7 @@ fakenvml: $(FAKENVML)
 
 $(FAKENVML): $(FAKENVML_SRC)
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -g -fPIC -shared -std=gnu11 -Wall -Wextra -Wl,-soname,libnvidia-ml.so.1 \
+	$(CC) -O2 -g -fPIC -shared -std=gnu11 -Wall -Wextra -Inative -Wl,-soname,libnvidia-ml.so.1 \
 	    -o $@ $(filter %.c,$(FAKENVML_SRC)) -lpthread -lm
 
 test: install fakenvml
