@@ -1,0 +1,202 @@
+"""The `vgpu plugin` daemon: startup order, signals, reload and shutdown.
+
+kubelet-device-plugin-api.md §5: load and validate config → nvmlInit → enumerate and
+filter GPUs → size check (§7) → health checks → serve and register the three resources.
+Then it runs until SIGINT/SIGTERM/SIGQUIT (stop servers, remove sockets, exit 0); SIGHUP
+re-reads both config files and restarts the servers with the new values, keeping the
+health state (health.md §4).  A reload with an invalid config is logged and ignored: a
+running node keeps its last good configuration.
+
+Exit statuses: 2 invalid configuration (config.md §2.3), 1 runtime errors (NVML cannot
+start, the 4 MiB size check, no NVML event set), 0 after a stop signal.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pynvml
+
+from vgpu.config.loader import load_config
+from vgpu.config.model import ConfigError, EffectiveConfig
+from vgpu.nvml.device import GpuInfo
+from vgpu.nvml.discovery import discover_gpus
+from vgpu.nvml.errors import INIT_HINT, NvmlError
+from vgpu.nvml.health import GpuHealth, HealthInitError, HealthMonitor, XidPolicy
+from vgpu.nvml.library import init_pynvml
+from vgpu.plugin.allocation import Allocator, EmptyAllocator, UnavailableAllocator
+from vgpu.plugin.devices import ResourceKind, resource_specs
+from vgpu.plugin.registration import PluginSet
+from vgpu.plugin.resources import ResourceManager
+from vgpu.plugin.sizecheck import SizeCheckError, check_listandwatch_sizes
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_RUNTIME = 1
+EXIT_CONFIG = 2
+
+
+@dataclass(frozen=True)
+class PluginOptions:
+    """Resolved `vgpu plugin` settings (flag > env > default, config.md §5.1)."""
+
+    node_name: str
+    kubelet_socket: str
+    device_config: str
+    node_config: str
+    nvml_library: str | None
+
+
+def default_allocators() -> dict[ResourceKind, Allocator]:
+    """Today's allocators; the Volcano-protocol allocator replaces the vgpu-number one."""
+    return {ResourceKind.NUMBER: UnavailableAllocator(), ResourceKind.MEMORY: EmptyAllocator(),
+            ResourceKind.CORES: EmptyAllocator()}
+
+
+def select_gpus(gpus: list[GpuInfo], cfg: EffectiveConfig) -> list[GpuInfo]:
+    """The GPUs we advertise: not filtered (config.md §3), ordered by minor number."""
+    kept = [g for g in gpus if not cfg.is_filtered(g.index, g.uuid)]
+    for g in gpus:
+        if g not in kept:
+            log.info("GPU %d (%s) is excluded by filterdevices", g.index, g.uuid)
+    return sorted(kept, key=lambda g: g.minor)
+
+
+def build_managers(cfg: EffectiveConfig, gpus: list[GpuInfo], health: GpuHealth) -> list[ResourceManager]:
+    return [ResourceManager(spec, gpus, cfg, health) for spec in resource_specs(cfg)]
+
+
+def checked_gpus(cfg: EffectiveConfig, all_gpus: list[GpuInfo]) -> list[GpuInfo]:
+    """GPU selection plus the 4 MiB size check for this config; raises SizeCheckError."""
+    gpus = select_gpus(all_gpus, cfg)
+    for report in check_listandwatch_sizes(gpus, cfg):
+        log.info("vgpu-%s: worst-case ListAndWatch message %d bytes", report.kind.value, report.worst_case_bytes)
+    return gpus
+
+
+class PluginDaemon:
+    """Owns everything the daemon runs; ``run()`` blocks until a stop signal."""
+
+    def __init__(self, opts: PluginOptions, environ: Mapping[str, str] | None = None,
+                 allocators: Mapping[ResourceKind, Allocator] | None = None) -> None:
+        self.opts = opts
+        self.environ = dict(os.environ if environ is None else environ)
+        self.allocators = dict(allocators or default_allocators())
+        self.stop_event = threading.Event()
+        self.reload_event = threading.Event()
+        self.health = GpuHealth()
+        self.monitor: HealthMonitor | None = None
+        self.plugins: PluginSet | None = None
+        self.cfg: EffectiveConfig | None = None
+        self.gpus: list[GpuInfo] = []
+        self.all_gpus: list[GpuInfo] = []
+
+    # -- startup -----------------------------------------------------------------------
+
+    def start(self) -> int:
+        """Everything up to (not including) serving; EXIT_OK, or the exit status of the failure."""
+        opts = self.opts
+        log.info("vgpu plugin starting on node %s (kubelet socket %s)", opts.node_name, opts.kubelet_socket)
+        try:
+            self.cfg = load_config(opts.device_config, opts.node_config, opts.node_name)
+        except ConfigError as exc:
+            log.error("%s", exc)
+            return EXIT_CONFIG
+        try:
+            self.all_gpus = discover_gpus(opts.nvml_library)  # its errors name the call and library
+            init_pynvml(opts.nvml_library)  # stays initialised for the health loop's lifetime
+        except (pynvml.NVMLError, NvmlError, RuntimeError) as exc:
+            hint = "" if INIT_HINT in str(exc) else f"; {INIT_HINT}"
+            log.error("NVML cannot start: %s%s", exc, hint)
+            return EXIT_RUNTIME
+        try:
+            self.gpus = checked_gpus(self.cfg, self.all_gpus)
+        except SizeCheckError as exc:
+            log.error("%s", exc)
+            return EXIT_RUNTIME
+        log.info("advertising %d of %d GPU(s): %s", len(self.gpus), len(self.all_gpus),
+                 ", ".join(f"{g.minor}:{g.uuid} ({g.name}, {g.memory_total_mib} MiB)" for g in self.gpus) or "none")
+        self.health = GpuHealth(g.uuid for g in self.gpus)
+        try:
+            self._start_monitor()
+        except HealthInitError as exc:
+            log.error("%s", exc)
+            return EXIT_RUNTIME
+        self.plugins = PluginSet(opts.kubelet_socket, build_managers(self.cfg, self.gpus, self.health),
+                                 self.allocators)
+        # One notification flips every resource (all three streams re-send together).
+        self.health.subscribe(self._on_health_change)
+        return EXIT_OK
+
+    def _start_monitor(self) -> None:
+        assert self.cfg is not None
+        self.monitor = HealthMonitor(self.gpus, self.health, XidPolicy.from_env(self.environ),
+                                     self.cfg.device.health_recovery_seconds)
+        self.monitor.start()
+
+    def _on_health_change(self, changed: dict[str, bool]) -> None:
+        if self.plugins is not None:
+            for m in self.plugins.managers:
+                m.refresh(changed)
+
+    # -- reload ------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        """SIGHUP: re-read config; restart servers with it; health state is kept."""
+        assert self.plugins is not None
+        log.info("SIGHUP: reloading configuration")
+        try:
+            cfg = load_config(self.opts.device_config, self.opts.node_config, self.opts.node_name)
+            gpus = checked_gpus(cfg, self.all_gpus)
+        except (ConfigError, SizeCheckError) as exc:
+            log.error("reload failed, keeping the previous configuration: %s", exc)
+            return
+        if [g.uuid for g in gpus] != [g.uuid for g in self.gpus]:
+            # The watched set changed: new event registrations for the new set.
+            if self.monitor is not None:
+                self.monitor.stop()
+            self.gpus = gpus
+            try:
+                self._start_monitor()
+            except HealthInitError as exc:
+                log.error("%s; stopping", exc)
+                self.stop_event.set()
+                return
+        self.cfg, self.gpus = cfg, gpus
+        self.plugins.replace(build_managers(cfg, gpus, self.health))
+
+    # -- run ---------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        def on_stop(signum: int, _frame: object) -> None:
+            log.info("received %s: stopping", signal.Signals(signum).name)
+            self.stop_event.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+            signal.signal(sig, on_stop)
+        signal.signal(signal.SIGHUP, lambda *_: self.reload_event.set())
+
+    def run(self) -> int:
+        status = self.start()
+        if status != EXIT_OK:
+            return status
+        assert self.plugins is not None
+        worker = threading.Thread(target=self.plugins.run, args=(self.stop_event,), name="vgpu-plugins")
+        worker.start()
+        try:
+            while not self.stop_event.is_set():
+                if self.reload_event.wait(0.5):
+                    self.reload_event.clear()
+                    self.reload()
+        finally:
+            self.stop_event.set()
+            worker.join()  # stops the servers and removes our sockets
+            if self.monitor is not None:
+                self.monitor.stop(timeout=0)  # a daemon thread; never wait out an NVML wait at exit
+        log.info("vgpu plugin stopped")
+        return EXIT_OK
