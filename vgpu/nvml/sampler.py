@@ -1,6 +1,6 @@
 """Per-tick GPU usage of every device in ONE native call (the monitor's hot path).
 
-``Sampler.sample()`` returns immutable dataclasses; ``Sampler.sample_into()`` is the
+``Sampler.sample()`` returns fresh dataclasses; ``Sampler.sample_into()`` is the
 zero-copy variant that only refreshes the preallocated cffi arrays (allocated once per
 device count with ``ffi.new``) and returns how many devices it wrote.
 
@@ -15,6 +15,7 @@ the process produced no new sample since the previous ``sample()`` (NVML answers
 """
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -27,7 +28,10 @@ from vgpu.nvml.native import NativeNvml
 DEFAULT_MAX_PROCESSES = 64
 
 
-@dataclass(frozen=True, slots=True)
+# Plain slotted dataclasses (not frozen): a frozen dataclass costs ~5x more to build, and
+# ``sample()`` builds one per process per tick.  Each call returns fresh objects that the
+# sampler never touches again, so callers may share them freely; treat them as read-only.
+@dataclass(slots=True)
 class ProcessSample:
     """One running compute process on a device."""
 
@@ -39,7 +43,7 @@ class ProcessSample:
     mem_util: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeviceSample:
     """One device (host NVML index order).  A value is None when its ``*_rc`` is not 0."""
 
@@ -58,7 +62,7 @@ class DeviceSample:
     process_util_rc: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NodeSample:
     """Every device of the node at one instant (``time.monotonic()``)."""
 
@@ -66,44 +70,49 @@ class NodeSample:
     devices: tuple[DeviceSample, ...]
 
 
-def _opt_id(value: int) -> int | None:
-    return None if value == lib.VNV_ID_NONE else int(value)
+# Raw layouts of vnv_device_sample / vnv_process_sample (native/nvml_sampler.h): unpacking
+# a whole struct with one C-level struct call is much cheaper than one cdata read per field.
+_DEVICE = struct.Struct("=5i7I4Q")
+_PROCESS = struct.Struct("=3I2iI2Q")
+if _DEVICE.size != ffi.sizeof("vnv_device_sample") or _PROCESS.size != ffi.sizeof("vnv_process_sample"):
+    raise ImportError("vgpu._native is out of date with vgpu/nvml/sampler.py (struct layout mismatch); "
+                      "rebuild the extension")
+_ID_NONE = lib.VNV_ID_NONE
+_NO_SAMPLE = lib.VNV_NO_SAMPLE
+_NOT_AVAILABLE = lib.VNV_VALUE_NOT_AVAILABLE
 
 
-def _opt_util(value: int) -> int | None:
-    return None if value == lib.VNV_NO_SAMPLE else int(value)
+def _processes(raw: bytes) -> tuple[ProcessSample, ...]:
+    return tuple(
+        ProcessSample(
+            pid,
+            None if used == _NOT_AVAILABLE else used,
+            None if gi == _ID_NONE else gi,
+            None if ci == _ID_NONE else ci,
+            None if sm == _NO_SAMPLE else sm,
+            None if mem == _NO_SAMPLE else mem,
+        )
+        for pid, gi, ci, sm, mem, _r, used, _ts in _PROCESS.iter_unpack(raw))
 
 
-def _process(row: Any) -> ProcessSample:
-    used = row.used_memory
-    return ProcessSample(
-        pid=int(row.pid),
-        used_memory_bytes=None if used == lib.VNV_VALUE_NOT_AVAILABLE else int(used),
-        gpu_instance_id=_opt_id(row.gpu_instance_id),
-        compute_instance_id=_opt_id(row.compute_instance_id),
-        sm_util=_opt_util(row.sm_util),
-        mem_util=_opt_util(row.mem_util),
-    )
-
-
-def _device(index: int, d: Any, rows: Any, base: int) -> DeviceSample:
-    mem_ok = d.memory_rc == NVML_SUCCESS
-    util_ok = d.utilization_rc == NVML_SUCCESS
-    return DeviceSample(
-        index=index,
-        memory_rc=int(d.memory_rc),
-        memory_total_bytes=int(d.memory_total) if mem_ok else None,
-        memory_used_bytes=int(d.memory_used) if mem_ok else None,
-        memory_free_bytes=int(d.memory_free) if mem_ok else None,
-        utilization_rc=int(d.utilization_rc),
-        utilization_gpu=int(d.utilization_gpu) if util_ok else None,
-        utilization_memory=int(d.utilization_memory) if util_ok else None,
-        processes_rc=int(d.processes_rc),
-        processes=tuple(_process(rows[base + k]) for k in range(d.process_count)),
-        process_total=int(d.process_total),
-        processes_truncated=bool(d.processes_truncated),
-        process_util_rc=int(d.process_util_rc),
-    )
+def _convert(n: int, devices: Any, processes: Any, per_device: int) -> tuple[DeviceSample, ...]:
+    dev_raw = ffi.buffer(devices, n * _DEVICE.size)
+    proc_raw = ffi.buffer(processes, n * per_device * _PROCESS.size) if per_device else b""
+    out = []
+    for i, (handle_rc, mem_rc, util_rc, procs_rc, putil_rc, ugpu, umem, count, total, truncated,
+            _samples, _r, mtotal, mused, mfree, _seen) in enumerate(_DEVICE.iter_unpack(dev_raw)):
+        mem_ok = mem_rc == NVML_SUCCESS
+        util_ok = util_rc == NVML_SUCCESS
+        base = i * per_device * _PROCESS.size
+        out.append(DeviceSample(
+            i, mem_rc,
+            mtotal if mem_ok else None, mused if mem_ok else None, mfree if mem_ok else None,
+            util_rc, ugpu if util_ok else None, umem if util_ok else None,
+            procs_rc,
+            _processes(proc_raw[base:base + count * _PROCESS.size]) if count else (),
+            total, bool(truncated), putil_rc,
+        ))
+    return tuple(out)
 
 
 class Sampler:
@@ -171,8 +180,7 @@ class Sampler:
         with self._lock:  # the arrays stay ours until converted
             n, devs, rows = self._fill()
             now = time.monotonic()
-            ppd = self.processes_per_device
-            return NodeSample(now, tuple(_device(i, devs[i], rows, i * ppd) for i in range(n)))
+            return NodeSample(now, _convert(n, devs, rows, self.processes_per_device))
 
     def refresh(self) -> int:
         """Re-enumerate devices (e.g. after a MIG mode change) and resize the arrays."""

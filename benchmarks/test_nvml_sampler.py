@@ -1,0 +1,102 @@
+"""One full sample of 8 GPUs x 16 processes: cffi native layer vs the same calls through pynvml.
+
+Both sides fetch the same data from the same fake NVML in the same process: per device
+memory info, utilisation rates, running compute processes (v3) and per-process
+utilisation (since the newest timestamp seen).  The gate is the zero-copy hot path
+(``Sampler.sample_into``); ``Sampler.sample`` (dataclasses) is measured and gated too.
+"""
+from __future__ import annotations
+
+import pynvml
+import pytest
+
+from benchmarks.conftest import median_time, ratio_gate, rounds
+from vgpu.nvml.library import init_pynvml
+from vgpu.nvml.sampler import Sampler
+from vgpu.sim import fakenvml
+
+DEVICES = 8
+PROCESSES = 16
+
+
+def _devices() -> list[dict]:
+    out = []
+    for i in range(DEVICES):
+        procs = [{"pid": 10000 + i * 100 + k, "used_memory_mib": 256 + k, "sm_util": (5 * k) % 100}
+                 for k in range(PROCESSES)]
+        out.append(fakenvml.device(i, memory_used_mib=4096 + i, utilization_gpu=10 + i,
+                                   utilization_memory=20 + i, processes=procs))
+    return out
+
+
+@pytest.fixture
+def eight_gpus(tmp_path, monkeypatch):
+    fake = fakenvml.FakeNvml.create(tmp_path / "nvml", _devices())
+    for key, value in fake.env.items():
+        monkeypatch.setenv(key, value)
+    init_pynvml(str(fake.library))
+    sampler = Sampler(str(fake.library), max_processes=PROCESSES)
+    try:
+        yield fake, sampler
+    finally:
+        sampler.close()
+        pynvml.nvmlShutdown()
+
+
+class PynvmlSampler:
+    """The baseline: what a monitor written against nvidia-ml-py calls per tick."""
+
+    def __init__(self) -> None:
+        count = pynvml.nvmlDeviceGetCount()
+        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        self.last_seen = [0] * count
+
+    def sample(self) -> list[tuple]:
+        out = []
+        for i, h in enumerate(self.handles):
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            util = pynvml.nvmlDeviceGetUtilizationRates(h)
+            procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+            try:
+                samples = pynvml.nvmlDeviceGetProcessUtilization(h, self.last_seen[i])
+            except pynvml.NVMLError_NotFound:
+                samples = []
+            for s in samples:
+                self.last_seen[i] = max(self.last_seen[i], s.timeStamp)
+            sm = {s.pid: s.smUtil for s in samples}
+            out.append((mem.total, mem.used, util.gpu, util.memory,
+                        [(p.pid, p.usedGpuMemory, sm.get(p.pid)) for p in procs]))
+        return out
+
+
+def _same_data(sampler: Sampler, baseline: PynvmlSampler) -> None:
+    """Both paths must see the same devices, memory and processes (else the race is unfair)."""
+    node = sampler.sample()
+    ref = baseline.sample()
+    assert len(node.devices) == len(ref) == DEVICES
+    for dev, (total, used, ugpu, umem, procs) in zip(node.devices, ref):
+        assert (dev.memory_total_bytes, dev.memory_used_bytes) == (total, used)
+        assert (dev.utilization_gpu, dev.utilization_memory) == (ugpu, umem)
+        assert [(p.pid, p.used_memory_bytes) for p in dev.processes] == [(p, m) for p, m, _ in procs]
+        assert len(dev.processes) == PROCESSES and not dev.processes_truncated
+
+
+def test_sample_into_vs_pynvml(benchmark, eight_gpus):
+    _, sampler = eight_gpus
+    baseline = PynvmlSampler()
+    _same_data(sampler, baseline)
+    n = rounds(2000)
+    ratio_gate(benchmark, sampler.sample_into, baseline.sample, minimum=5.0,
+               what=f"nvml sample {DEVICES} GPUs x {PROCESSES} procs (cffi zero-copy vs pynvml)", n=n)
+    benchmark.extra_info["us_per_8gpu_sample"] = benchmark.stats.stats.median * 1e6
+
+
+def test_sample_dataclasses_vs_pynvml(benchmark, eight_gpus):
+    _, sampler = eight_gpus
+    baseline = PynvmlSampler()
+    n = rounds(1000)
+    ratio_gate(benchmark, sampler.sample, baseline.sample, minimum=5.0,
+               what=f"nvml sample {DEVICES} GPUs x {PROCESSES} procs (cffi + dataclasses vs pynvml)", n=n)
+    # Context for the report: the C call alone, without Python-side conversion.
+    native_only = median_time(sampler.sample_into, n)
+    benchmark.extra_info["native_call_us"] = native_only * 1e6
