@@ -54,6 +54,8 @@ def from_core(event: dict[str, Any]) -> dict[str, Any]:
     for key in _SAME:
         if key in event:
             out[key] = event[key]
+    # eventTime has no omitempty in events.k8s.io/v1: a core event without one shows null.
+    out.setdefault("eventTime", None)
     for core, new in _FIELDS:
         if core in event:
             out[new] = event[core]

@@ -118,6 +118,7 @@ class RequestRecord:
     name: str | None
     path: str
     status: int
+    query: str = ""
     user_agent: str = ""
     content_type: str = ""
     body: bytes = field(default=b"", repr=False)

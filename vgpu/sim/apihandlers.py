@@ -33,11 +33,12 @@ class Request:
     query: dict[str, list[str]]
     headers: dict[str, str]  # lower-case names
     body: bytes = b""
+    query_string: str = ""
 
     @classmethod
     def parse(cls, method: str, target: str, headers: dict[str, str], body: bytes) -> "Request":
         path, _, qs = target.partition("?")
-        return cls(method, path, parse_qs(qs, keep_blank_values=True), headers, body)
+        return cls(method, path, parse_qs(qs, keep_blank_values=True), headers, body, qs)
 
     def q(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)

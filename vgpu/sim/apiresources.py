@@ -8,6 +8,7 @@ the HTTP layer (``apiserver``) only routes.
 """
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -252,8 +253,54 @@ def _normalize_map(values: Any) -> None:
             values[key] = _quantity_text(value)
 
 
-def normalize_quantities(kind: str, obj: dict[str, Any]) -> None:
-    """Numbers in resource maps become quantity strings, as the real server serializes them."""
+def _time_text(value: Any, micro: bool) -> Any:
+    """RFC 3339 in UTC as Go's metav1.Time (seconds) / MicroTime (6 digits) marshal it."""
+    if not isinstance(value, str) or not value:
+        return value
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+    parsed = parsed.astimezone(datetime.timezone.utc)
+    return parsed.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+
+
+def _normalize_times(obj: Any, fields: tuple[str, ...], micro: bool = False) -> None:
+    if isinstance(obj, dict):
+        for key in fields:
+            if key in obj:
+                obj[key] = _time_text(obj[key], micro)
+
+
+def _normalize_conditions(status: Any) -> None:
+    if isinstance(status, dict):
+        for cond in status.get("conditions") or []:
+            _normalize_times(cond, ("lastTransitionTime", "lastProbeTime", "lastHeartbeatTime", "lastUpdateTime"))
+
+
+_STRUCT_FIELDS = {"Pod": ("spec", "status"), "Node": ("spec", "status"), "Namespace": ("spec", "status")}
+_OMIT_EMPTY_META = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+def normalize(kind: str, obj: dict[str, Any]) -> None:
+    """Serialize like the real server: struct fields always present (``spec: {}``), empty
+    metadata maps and lists omitted, numbers in resource maps as quantity strings."""
+    for key in _STRUCT_FIELDS.get(kind, ()):
+        if not isinstance(obj.get(key), dict):
+            obj[key] = {}
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for key in _OMIT_EMPTY_META:
+            if key in meta and not meta[key]:
+                del meta[key]
+    if kind == "Event":
+        _normalize_times(obj, ("firstTimestamp", "lastTimestamp"))
+        _normalize_times(obj, ("eventTime",), micro=True)
+        _normalize_times(obj.get("series"), ("lastObservedTime",), micro=True)
+    elif kind in ("Pod", "Node"):
+        _normalize_conditions(obj.get("status"))
     if kind == "Pod":
         spec = obj.get("spec") or {}
         for key in ("containers", "initContainers"):

@@ -371,5 +371,6 @@ class ApiServer:
         self.requests.add(RequestRecord(
             time=self.store.clock(), monotonic=time.monotonic(), method=req.method, verb=verb,
             resource=resource, namespace=namespace, name=name, path=req.path, status=status,
+            query=req.query_string,
             user_agent=req.headers.get("user-agent", ""), content_type=req.headers.get("content-type", ""),
             body=req.body if req.method in ("POST", "PUT", "PATCH", "DELETE") else b""))

@@ -330,7 +330,7 @@ class Store:
                 meta.pop(drop, None)
             if rt.has_generation:
                 meta["generation"] = 1
-            apiresources.normalize_quantities(rt.kind, obj)
+            apiresources.normalize(rt.kind, obj)
             defaulter = apiresources.DEFAULTERS.get(rt.kind)
             if defaulter:
                 defaulter(obj)
@@ -388,7 +388,7 @@ class Store:
                 new.pop(keep, None)
             if subresource == "status" and "ownerReferences" in old_meta:
                 meta["ownerReferences"] = old_meta["ownerReferences"]
-        apiresources.normalize_quantities(rt.kind, new)
+        apiresources.normalize(rt.kind, new)
         causes = apiresources.validate(rt.kind, new)
         if rt.kind == "Pod" and subresource != "status":
             causes = apiresources.pod_update_causes(old, new) + causes
@@ -631,6 +631,7 @@ class Store:
                         if change.rv > since and change.resource == resource:
                             w.offer(change)
             self._watchers[resource].append(w)
+            self.changed.notify_all()
         return w
 
     def bookmark(self, watcher: Watcher) -> int | None:
@@ -644,6 +645,7 @@ class Store:
             watchers = self._watchers.get(watcher.resource, [])
             if watcher in watchers:
                 watchers.remove(watcher)
+            self.changed.notify_all()
 
     def close_watches(self, abrupt: bool = False) -> int:
         """End every open watch (clients see the stream end, or a reset when ``abrupt``)."""
@@ -654,6 +656,7 @@ class Store:
                     w.close(abrupt)
                     n += 1
                 watchers.clear()
+            self.changed.notify_all()
             return n
 
     def watch_count(self, resource: str | None = None) -> int:
@@ -672,7 +675,10 @@ class Store:
     # ---------------------------------------------------------------- waiting
 
     def wait_for(self, predicate: Callable[["Store"], T], timeout: float, what: str = "condition") -> T:
-        """Block until ``predicate(store)`` is truthy (re-checked on every commit) or raise TimeoutError."""
+        """Block until ``predicate(store)`` is truthy or raise TimeoutError.
+
+        The predicate is re-checked on every commit and whenever a watch opens or closes.
+        """
         deadline = time.monotonic() + timeout
         with self.changed:
             while True:
