@@ -301,6 +301,11 @@ class HealthMonitor:
             raise HealthInitError(f"nvmlEventSetCreate failed: {exc}; refusing to run without health checks") from exc
         for gpu in self.gpus:
             self._register(gpu.uuid)
+        if self._recovery is not None:
+            # A monitor restarted by a reload picks up GPUs that are still unhealthy.
+            for uuid in self.uuids:
+                if not self.health.is_healthy(uuid) and uuid not in self._permanent:
+                    self._recovery.arm(uuid)
         log.info("health checks running for %d GPU(s) (%d with events); ignored XIDs: %s",
                  len(self.gpus), len(self.monitored),
                  sorted(x for x, v in self.policy.disabled.items() if v))

@@ -1,1 +1,18 @@
-"""Kubelet device-plugin gRPC servers, Allocate, preferred allocation."""
+"""The kubelet device plugin: three vGPU resources served over the device-plugin API v1beta1.
+
+Layout (NVIDIA k8s-device-plugin style: managers compute, servers are thin):
+
+- ``api/``          the .proto, its generated code (``make proto``) and the spec's constants
+- ``devices``       the resources, their fixed socket names and fake device IDs
+- ``listwatch``     wire encoding and exact size of ListAndWatch messages (cached per GPU)
+- ``sizecheck``     the startup 4 MiB check naming the smallest ``gpuMemoryFactor``
+- ``resources``     ``ResourceManager``: one per resource; device list, health, payload, version
+- ``allocation``    the ``Allocator`` seam for Allocate / GetPreferredAllocation
+- ``server``        ``DevicePluginServer``: gRPC on a unix socket over a manager + allocator
+- ``registration``  ``PluginSet``: serve, register, re-register on kubelet restarts, backoff
+- ``daemon``        ``PluginDaemon``: startup order, health loop, SIGHUP reload, SIGTERM
+- ``command``       the ``vgpu plugin`` subcommand (flags / env vars)
+
+Health lives in ``vgpu.nvml.health`` (XID policy, health board, NVML event loop); the daemon
+subscribes every manager to the board, so one XID flips all three resources at once.
+"""

@@ -91,6 +91,11 @@ class Backoff:
     def reset(self) -> None:
         self._next = self.first
 
+    @property
+    def upcoming(self) -> float:
+        """The delay the next failure will wait."""
+        return self._next
+
 
 def _identity(path: str) -> tuple[int, int, int] | None:
     """(device, inode, ctime ns) of a file; ctime tells a re-created file even if the inode is reused."""

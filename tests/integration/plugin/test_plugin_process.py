@@ -123,6 +123,16 @@ def test_twenty_kubelet_restarts_each_reregistered_within_2s(kubelet, two_gpus, 
     print(f"20 kubelet restarts: slowest re-registration {worst * 1000:.0f} ms")
 
 
+def test_losing_only_our_memory_socket_reregisters_all_three(kubelet, two_gpus, plugin_factory):
+    """known-failures K-3: our own socket disappearing is noticed, not only kubelet.sock."""
+    plugin_factory(two_gpus)
+    kubelet.wait_for_plugins(NAMES, timeout=30)
+    t0 = time.monotonic()
+    os.unlink(os.path.join(kubelet.socket_dir, "nvidia-vgpu-memory.sock"))
+    clients = kubelet.wait_for_plugins(NAMES, timeout=2.0, since=t0)
+    assert all(c.allocatable() > 0 for c in clients.values())
+
+
 def test_sigterm_removes_sockets_and_exits_0(kubelet, two_gpus, plugin_factory):
     p = plugin_factory(two_gpus)
     kubelet.wait_for_plugins(NAMES, timeout=30)

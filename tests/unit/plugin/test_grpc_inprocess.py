@@ -122,7 +122,7 @@ def test_absent_kubelet_is_retried_with_backoff_then_registered_at_once(socket_d
     gpus, health = two_gpus
     ps = plugin_set(socket_dir, gpus, health, backoff=Backoff(first=0.5, cap=30))
     with running(ps):
-        assert wait_until(lambda: ps.backoff._next >= 4, 5)  # 0.5, 1, 2 s delays have passed or are pending
+        assert wait_until(lambda: ps.backoff.upcoming >= 4, 5)  # 0.5, 1, 2 s delays have passed or are pending
         assert not ps.registered
         assert not os.path.exists(os.path.join(socket_dir, "nvidia-vgpu-number.sock"))  # servers stopped
         t0 = time.monotonic()
