@@ -159,9 +159,13 @@ class Sampler:
 
     def _fill(self) -> tuple[int, Any, Any]:
         native = self.native
-        capacity, devices, processes = self._buffers
         with native.lock:
-            n = lib.vnv_sample(native.ctx, devices, capacity, processes, self.processes_per_device)
+            ctx = native.ctx
+            count = lib.vnv_device_count(ctx)
+            if count != self._buffers[0]:  # the context was refreshed (possibly by a sharer)
+                self._allocate(count)
+            capacity, devices, processes = self._buffers
+            n = lib.vnv_sample(ctx, devices, capacity, processes, self.processes_per_device)
         if n < 0:  # only when the scratch buffers cannot be allocated
             raise MemoryError("vnv_sample could not allocate its scratch buffers")
         return n, devices, processes
@@ -183,12 +187,8 @@ class Sampler:
             return NodeSample(now, _convert(n, devs, rows, self.processes_per_device))
 
     def refresh(self) -> int:
-        """Re-enumerate devices (e.g. after a MIG mode change) and resize the arrays."""
-        with self._lock:
-            count = self.native.refresh()
-            if count != self.capacity:
-                self._allocate(count)
-            return count
+        """Re-enumerate devices (e.g. after a MIG mode change); the arrays follow on the next sample."""
+        return self.native.refresh()
 
     def close(self) -> None:
         if self._owns_native:

@@ -188,3 +188,18 @@ def test_sampler_and_pynvml_discovery_share_one_library_in_a_process(tmp_path, n
     assert child.eval("s.sample().devices[0].memory_used_bytes") == 3 * MIB
     child.run("s.close()")
     assert child.eval("discover_gpus()[0].uuid") == fake.config["devices"][0]["uuid"]
+
+
+def test_refresh_picks_up_a_changed_device_list(tmp_path, nvml_child):
+    fake = fakenvml.FakeNvml.create(tmp_path, [fakenvml.device(0, memory_used_mib=1)])
+    child = nvml_child(fake, SETUP.format(max_processes=4))
+    assert len(child.eval("s.sample().devices")) == 1
+    fake.config["devices"].append(fakenvml.device(1, memory_used_mib=2, processes=procs(50, 3)))
+    fake.write()
+    # The handle table is fixed until refresh(); the fake re-reads its file on the next call.
+    wait_for(child, "s.native.refresh()", lambda n: n == 2)
+    devices = child.eval("s.sample().devices")
+    assert [d["memory_used_bytes"] for d in devices] == [1 * MIB, 2 * MIB]
+    assert [p["pid"] for p in devices[1]["processes"]] == [50, 51, 52]
+    assert child.eval("s.refresh()") == 2 and child.eval("s.capacity") == 2
+    assert child.eval("s.sample_into()") == 2
