@@ -327,7 +327,7 @@ class VolcanoSchedulerEmulator:
         out = ScheduleOutcome(pod.key, pod.uid, None, node_reasons=chosen.node_reasons, scores=chosen.scores)
         if chosen.node is None:
             detail = "; ".join(f"{n}: {r}" for n, r in sorted(chosen.node_reasons.items()))
-            out.reason = f"0/{len(candidates)} nodes are available" + (f": {detail}" if detail else "")
+            out.reason = f"0/{len(candidates)} nodes are unavailable" + (f": {detail}" if detail else "")
             return out
         try:
             plan = self.core.allocate(pod, chosen.node, self.now())
@@ -369,9 +369,11 @@ class VolcanoSchedulerEmulator:
             metadata=client.V1ObjectMeta(name=pod.name, namespace=pod.namespace, annotations=annotations),
             target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
+        # The server answers with a Status, which the generated client cannot read as a V1Binding:
+        # take the raw response, and drain it so the pooled connection stays usable.
         resp = self.api.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False)
-        if hasattr(resp, "release_conn"):
-            resp.release_conn()
+        resp.read()
+        resp.release_conn()
         self._counters.bindings += 1
 
     def _lock_node(self, name: str) -> str:

@@ -312,6 +312,25 @@ class SchedulerCore:
             del self._in_flight[uid]
         self.pods = current
 
+    def queue_resources(self, pod: PodView) -> dict[str, float]:
+        """``AddQueueResource``: what the pod's devices on its node count against its queue — the
+        memory and cores of every ``vgpu-ids-new`` device on a known GPU, ×1000 (milli-units),
+        from v1.13 (S-3). Before v1.13 the queue does not see them (empty dict)."""
+        node = self.nodes.get(pod.node_name)
+        if not self.switches.queue_scalars or node is None or keys.VGPU_IDS_NEW not in pod.annotations:
+            return {}
+        segments, _ = decode_pod_devices_as_volcano(pod.annotations[keys.VGPU_IDS_NEW],
+                                                    strict_devices=self.switches.strict_pod_devices)
+        mem_name, core_name = self.config.memory_name, self.config.cores_name
+        out = {mem_name: 0.0, core_name: 0.0}
+        for seg in segments:
+            for dev in seg:
+                for gpu in node.gpus:
+                    if gpu.uuid in dev.id:
+                        out[mem_name] += dev.usedmem * 1000
+                        out[core_name] += dev.usedcores * 1000
+        return out
+
     # ---- scheduling ----------------------------------------------------------------------
 
     def filter_and_score(self, pod: PodView, candidate_nodes: Iterable[str]) -> FilterOutcome:

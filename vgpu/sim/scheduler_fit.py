@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from kubernetes.utils import parse_quantity
@@ -213,7 +213,6 @@ class FitResult:
     charges: tuple[Charge, ...] = ()
     """What the fit added to the ledger it ran on (for Release)."""
     has_request: bool = True
-    skipped: list[str] = field(default_factory=list)
 
 
 def fit_pod(pod: PodView, node: NodeState, cfg: SchedulerConfig, *, order_policy: str,

@@ -42,6 +42,8 @@ class VersionSwitches:
     """Spread gives 100 when ``UsedNum`` equals this after the increment: 1 (≤ v1.14) or 0 (S-8)."""
     node_order_uses_score: bool
     """v1.13+: NodeOrderFn returns ``floor(score + 0.5) × weight``; before it returns 0."""
+    queue_scalars: bool
+    """v1.13+: vgpu-memory/cores count against the queue as scalars ×1000 (milli-units) (S-3)."""
     podgroup_spread: bool
     """v1.15+: ``vgpu-podgroup-policy: spread`` (S-4)."""
     rollback: bool
@@ -95,6 +97,7 @@ def switches_for(version: str) -> VersionSwitches:
         policy_drives_order=since("v1.15"),
         spread_score_used_num=0 if since("v1.15") else 1,
         node_order_uses_score=since("v1.13"),
+        queue_scalars=since("v1.13"),
         podgroup_spread=since("v1.15"),
         rollback=since("v1.15"),
         release_decrements=since("v1.15"),

@@ -14,7 +14,6 @@ from vgpu.sim.scheduler_versions import VERSIONS
 from .helpers import (
     ALLOC,
     MEM,
-    NUM,
     T0,
     UUIDS,
     bound,
@@ -328,3 +327,15 @@ def test_container_device_type_is_literal_nvidia():
     plan = place(core, pod("p", ctr(number=1, memory=1)))
     assert decode_pod_devices(ids(plan))[0][0] == ContainerDevice(UUIDS[1], 1, 0)
     assert ",NVIDIA,1,0:" in ids(plan)
+
+
+@pytest.mark.parametrize("version, expected", [
+    ("v1.12", {}),
+    ("v1.13", {"volcano.sh/vgpu-memory": 2 * 3000 * 1000.0, "volcano.sh/vgpu-cores": 2 * 30 * 1000.0}),
+    ("master", {"volcano.sh/vgpu-memory": 2 * 3000 * 1000.0, "volcano.sh/vgpu-cores": 2 * 30 * 1000.0}),
+])
+def test_s3_queue_accounting_in_milli_units_from_v1_13(version, expected):
+    core = make_core(version)
+    p = pod("p", ctr(number=2, memory=3000, cores=30))
+    plan = place(core, p)
+    assert core.queue_resources(bound(p, plan)) == expected
