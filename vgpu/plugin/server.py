@@ -50,6 +50,7 @@ class DevicePluginServer:
         self.socket_path = os.path.join(socket_dir, manager.socket_name)
         self._max_workers = max_workers
         self._server: grpc.Server | None = None
+        self._executor: futures.ThreadPoolExecutor | None = None
         self._stopping = threading.Event()
         self._socket_ino: int | None = None
         self.streams = 0  # open ListAndWatch streams (for logs and tests)
@@ -62,8 +63,9 @@ class DevicePluginServer:
     def start(self) -> None:
         """Remove a stale socket, then serve (kubelet-device-plugin-api.md §5 step 5)."""
         remove_socket(self.socket_path)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._max_workers,
-                                                        thread_name_prefix=f"dp-{self.manager.kind.value}"))
+        self._executor = futures.ThreadPoolExecutor(max_workers=self._max_workers,
+                                                    thread_name_prefix=f"dp-{self.manager.kind.value}")
+        server = grpc.server(self._executor)
         handlers = {
             "GetDevicePluginOptions": grpc.unary_unary_rpc_method_handler(
                 self._options, request_deserializer=pb.Empty.FromString,
@@ -106,6 +108,10 @@ class DevicePluginServer:
         if self._server is not None:
             self._server.stop(grace=None).wait(5)
             self._server = None
+        if self._executor is not None:
+            # grpc does not own the pool: without this every kubelet restart leaks its threads.
+            self._executor.shutdown(wait=False)
+            self._executor = None
         if self.socket_present():
             remove_socket(self.socket_path)
         log.info("%s: stopped serving on %s", self.name, self.socket_path)

@@ -194,7 +194,8 @@ class FakeKubelet(pb_grpc.RegistrationServicer):
 
     def start(self) -> "FakeKubelet":
         os.makedirs(self.socket_dir, exist_ok=True)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="fake-kubelet"))
+        self._executor = futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="fake-kubelet")
+        server = grpc.server(self._executor)
         pb_grpc.add_RegistrationServicer_to_server(self, server)
         if server.add_insecure_port(f"unix:{self.socket_path}") == 0:
             raise OSError(f"fake kubelet cannot listen on {self.socket_path}")
@@ -209,6 +210,7 @@ class FakeKubelet(pb_grpc.RegistrationServicer):
         if self._server is not None:
             self._server.stop(grace=None).wait(5)
             self._server = None
+            self._executor.shutdown(wait=False)
         with self._cond:
             plugins = list(self._state.plugins.values())
             self._state.plugins.clear()
