@@ -161,14 +161,12 @@ def _status_success(code: int = 200, details: dict[str, Any] | None = None) -> d
 
 
 class Handlers:
-    """Answers requests against one store. ``server_address`` feeds discovery; ``clock`` Table ages."""
+    """Answers requests against one store. ``server_address`` feeds discovery (``/api``)."""
 
-    def __init__(self, store: Store, *, version: dict[str, str], server_address: Callable[[], str],
-                 bookmark_interval: float):
+    def __init__(self, store: Store, *, version: dict[str, str], server_address: Callable[[], str]):
         self.store = store
         self.version = version
         self.server_address = server_address
-        self.bookmark_interval = bookmark_interval
 
     # ------------------------------------------------------------ discovery
 

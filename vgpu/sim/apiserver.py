@@ -49,6 +49,7 @@ class _Abort(Exception):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # many clients (plugin, scheduler, kubectl, tests) connect at once
 
     def __init__(self, address: tuple[str, int], api: "ApiServer"):
         self.api = api
@@ -274,7 +275,7 @@ class ApiServer:
             "major": major, "minor": minor, "gitVersion": kubernetes_version, "gitCommit": "vgpu-sim",
             "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0",
             "compiler": "gc", "platform": "linux/amd64"},
-            server_address=lambda: f"{self._host}:{self._port}", bookmark_interval=bookmark_interval)
+            server_address=lambda: f"{self._host}:{self._port}")
 
     # ------------------------------------------------------------ lifecycle
 

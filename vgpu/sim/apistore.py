@@ -13,10 +13,11 @@ Semantics follow the real apiserver + etcd where code under test can observe the
 - objects with finalizers are only marked for deletion; pods bound to a node can be
   deleted gracefully (``graceful_pod_deletion=True``) like a real kubelet-backed cluster.
 
-Deliberate simplifications (documented in the package README of the sim): namespaces are
-created on first use and deleting one deletes its objects at once; paginated lists
-continue from the live state instead of a snapshot; no admission plugins beyond the
-registry defaults in ``apiresources``.
+The per-resource rules of a change (defaults, validation, conflicts, the status split,
+binding) are in ``apistrategy``; this module decides when a change is committed and who
+hears about it. Deliberate simplifications: namespaces are created on first use and
+deleting one deletes its objects at once; paginated lists continue from the live state
+instead of a consistent snapshot; no admission plugins beyond the registry defaults.
 
 Everything is guarded by one re-entrant lock; ``changed`` is notified on every commit, so
 tests can wait for a state without sleeping (``wait_for``).
@@ -26,17 +27,16 @@ from __future__ import annotations
 import base64
 import collections
 import json
-import random
-import string
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from vgpu.sim import apierrors, apiresources
+from vgpu.sim import apistrategy as strategy
 from vgpu.sim.apierrors import ApiError
 from vgpu.sim.apiresources import ResourceType, storage_type
+from vgpu.sim.apistrategy import canonical, ordered
 from vgpu.sim.apiwatch import Change, Stored, Watcher, WatchEvent, dumps
 from vgpu.sim.patching import PatchError, json_patch, merge_patch, parse_patch_body, strategic_merge_patch
 from vgpu.sim.selectors import (FieldSelector, LabelSelector, SelectorError, parse_field_selector,
@@ -47,32 +47,6 @@ Key = tuple[str, str]  # (namespace or "", name)
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PATCH_TYPES = ("strategic", "merge", "json")
-_META_ORDER = ("name", "generateName", "namespace", "uid", "resourceVersion", "generation",
-               "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
-               "annotations", "ownerReferences", "finalizers")
-_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-
-
-def rfc3339(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-def _canonical(obj: Any, what: str = "object") -> Any:
-    """A private deep copy that is guaranteed to be plain JSON."""
-    try:
-        return json.loads(dumps(obj))
-    except (TypeError, ValueError) as exc:
-        raise apierrors.bad_request(f"{what} is not valid JSON: {exc}") from None
-
-
-def _ordered(obj: dict[str, Any]) -> dict[str, Any]:
-    """kind, apiVersion, metadata (in the real field order), then the rest, like the real server."""
-    meta = obj.get("metadata") or {}
-    ordered_meta = {k: meta[k] for k in _META_ORDER if k in meta}
-    ordered_meta.update((k, v) for k, v in meta.items() if k not in ordered_meta)
-    out = {"kind": obj.get("kind"), "apiVersion": obj.get("apiVersion"), "metadata": ordered_meta}
-    out.update((k, v) for k, v in obj.items() if k not in out)
-    return out
 
 
 def compile_selectors(rt: ResourceType, field_text: str | None,
@@ -148,7 +122,7 @@ class Store:
         return ("", name)
 
     def _now(self) -> str:
-        return rfc3339(self.clock())
+        return strategy.rfc3339(self.clock())
 
     def _commit(self, resource: str, key: Key, obj: dict[str, Any], kind: str,
                 old: Stored | None) -> Stored:
@@ -156,7 +130,7 @@ class Store:
         self._rv += 1
         rv = self._rv
         obj["metadata"]["resourceVersion"] = str(rv)
-        stored = Stored(_ordered(obj), rv)
+        stored = Stored(ordered(obj), rv)
         table = self._objects[resource]
         if kind == "DELETED":
             table.pop(key, None)
@@ -281,64 +255,20 @@ class Store:
 
     # ---------------------------------------------------------------- create
 
-    def _prepare_new(self, rt: ResourceType, obj: Any, namespace: str | None) -> dict[str, Any]:
-        obj = _canonical(obj)
-        if not isinstance(obj, dict):
-            raise apierrors.bad_request(f"a {rt.kind} must be a JSON object")
-        meta = obj.get("metadata")
-        if meta is None:
-            meta = obj["metadata"] = {}
-        if not isinstance(meta, dict):
-            raise apierrors.bad_request("metadata must be an object")
-        kind = obj.get("kind")
-        if kind not in (None, "", rt.kind):
-            raise apierrors.bad_request(f"the kind of the object ({kind}) does not match {rt.kind}")
-        obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
-        if rt.namespaced:
-            body_ns = meta.get("namespace")
-            if namespace is None:
-                namespace = body_ns or "default"
-            elif body_ns and body_ns != namespace:
-                raise apierrors.bad_request("the namespace of the provided object does not match the namespace "
-                                            "sent on the request")
-            meta["namespace"] = namespace
-        else:
-            meta.pop("namespace", None)
-        return obj
-
     def create_stored(self, resource: str, obj: Any, namespace: str | None = None, *,
                       dry_run: bool = False) -> Stored:
         rt = storage_type(resource)
-        obj = self._prepare_new(rt, obj, namespace)
+        obj = strategy.prepare_body(rt, obj, namespace)
         meta = obj["metadata"]
         with self._lock:
-            name = meta.get("name") or ""
-            if not name:
-                prefix = meta.get("generateName")
-                if not prefix:
-                    raise apierrors.invalid(rt.kind, "", [("metadata.name", "FieldValueRequired",
-                                                           "Required value: name or generateName is required")])
-                name = str(prefix) + "".join(random.choice(_NAME_CHARS) for _ in range(5))
-            causes = apiresources.validate_name(rt.kind, name)
+            name = strategy.assign_name(rt, meta)
+            name_causes = apiresources.validate_name(rt.kind, name)
             key = self._key(rt, meta.get("namespace"), name)
-            if not causes and key in self._objects[resource]:
+            if not name_causes and key in self._objects[resource]:
                 raise apierrors.already_exists(rt.qualified, name)
-            meta["name"] = name
-            meta["uid"] = str(uuid.uuid4())
-            meta["creationTimestamp"] = self._now()
-            for drop in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
-                meta.pop(drop, None)
-            if rt.has_generation:
-                meta["generation"] = 1
-            apiresources.normalize(rt.kind, obj)
-            defaulter = apiresources.DEFAULTERS.get(rt.kind)
-            if defaulter:
-                defaulter(obj)
-            causes += apiresources.validate(rt.kind, obj)
-            if causes:
-                raise apierrors.invalid(rt.kind, name, causes)
+            strategy.finish_create(rt, obj, self._now(), name_causes)
             if dry_run:
-                return Stored(_ordered(obj), self._rv)
+                return Stored(ordered(obj), self._rv)
             if rt.namespaced:
                 self._ensure_namespace(key[0])
             return self._commit(resource, key, obj, "ADDED", None)
@@ -350,60 +280,12 @@ class Store:
 
     # ---------------------------------------------------------------- update / patch
 
-    def _prepare_update(self, rt: ResourceType, cur: Stored, new: Any, subresource: str | None) -> dict[str, Any]:
-        old = cur.obj
-        if not isinstance(new, dict):
-            raise apierrors.invalid(rt.kind, cur.name, [("", "FieldValueInvalid", "Invalid value: not an object")])
-        meta = new.get("metadata")
-        if not isinstance(meta, dict):
-            meta = new["metadata"] = {}
-        old_meta = old["metadata"]
-        if meta.get("name", cur.name) != cur.name:
-            raise apierrors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name "
-                                        f"on the URL ({cur.name})")
-        if rt.namespaced and meta.get("namespace", cur.namespace) != cur.namespace:
-            raise apierrors.bad_request("the namespace of the provided object does not match the namespace sent "
-                                        "on the request")
-        rv = meta.get("resourceVersion")
-        if rv not in (None, "") and str(rv) != str(cur.rv):
-            raise apierrors.conflict(rt.qualified, cur.name, apierrors.STALE)
-        uid = meta.get("uid")
-        if uid not in (None, "") and uid != old_meta.get("uid"):
-            raise apierrors.conflict(rt.qualified, cur.name,
-                                     f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
-                                     f"{old_meta.get('uid')}")
-        for key in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
-                    "deletionGracePeriodSeconds", "generation"):
-            if key in old_meta:
-                meta[key] = old_meta[key]
-            else:
-                meta.pop(key, None)
-        meta["resourceVersion"] = str(cur.rv)
-        new["kind"], new["apiVersion"] = old["kind"], old["apiVersion"]
-        if rt.status_subresource:
-            keep = "spec" if subresource == "status" else "status"
-            if keep in old:
-                new[keep] = old[keep]
-            else:
-                new.pop(keep, None)
-            if subresource == "status" and "ownerReferences" in old_meta:
-                meta["ownerReferences"] = old_meta["ownerReferences"]
-        apiresources.normalize(rt.kind, new)
-        causes = apiresources.validate(rt.kind, new)
-        if rt.kind == "Pod" and subresource != "status":
-            causes = apiresources.pod_update_causes(old, new) + causes
-        if causes:
-            raise apierrors.invalid(rt.kind, cur.name, causes)
-        if rt.has_generation and new.get("spec") != old.get("spec"):
-            meta["generation"] = int(old_meta.get("generation", 1)) + 1
-        return new
-
     def _commit_update(self, resource: str, cur: Stored, new: dict[str, Any], dry_run: bool) -> Stored:
         key = (cur.namespace, cur.name)
-        if _ordered(new) == cur.obj:
+        if ordered(new) == cur.obj:
             return cur  # no-op: nothing is written, no event, same resourceVersion
         if dry_run:
-            return Stored(_ordered(new), cur.rv)
+            return Stored(ordered(new), cur.rv)
         meta = new["metadata"]
         if meta.get("deletionTimestamp") and cur.obj["metadata"].get("finalizers") and not meta.get("finalizers"):
             return self._commit(resource, key, new, "DELETED", cur)
@@ -413,7 +295,7 @@ class Store:
                       subresource: str | None = None, dry_run: bool = False) -> tuple[Stored, bool]:
         """(stored, created): PUT semantics, creating only where the real registry allows it."""
         rt = storage_type(resource)
-        obj = self._prepare_new(rt, obj, namespace)
+        obj = strategy.prepare_body(rt, obj, namespace)
         name = obj["metadata"].get("name")
         if not name:
             raise apierrors.invalid(rt.kind, "", [("metadata.name", "FieldValueRequired", "Required value")])
@@ -423,7 +305,7 @@ class Store:
                 if rt.create_on_update and subresource is None:
                     return self.create_stored(resource, obj, dry_run=dry_run), True
                 raise apierrors.not_found(rt.qualified, name)
-            new = self._prepare_update(rt, cur, obj, subresource)
+            new = strategy.prepare_update(rt, cur, obj, subresource)
             return self._commit_update(resource, cur, new, dry_run), False
 
     def update(self, resource: str, obj: Any, namespace: str | None = None, *,
@@ -462,8 +344,8 @@ class Store:
                 raise ApiError(exc.status, str(exc)) from None
             if view is not None and isinstance(new, dict):
                 new = view[1](new)
-            new = _canonical(new, "patched object")
-            prepared = self._prepare_update(rt, cur, new, subresource)
+            new = canonical(new, "patched object")
+            prepared = strategy.prepare_update(rt, cur, new, subresource)
             return self._commit_update(resource, cur, prepared, dry_run)
 
     def patch(self, resource: str, namespace: str | None, name: str, patch: Any,
@@ -477,57 +359,12 @@ class Store:
 
     def bind_stored(self, namespace: str, binding: Any, pod_name: str | None = None) -> Stored:
         """POST pods/NAME/binding: set spec.nodeName, copy the Binding's annotations onto the pod."""
-        binding = _canonical(binding, "Binding")
-        if not isinstance(binding, dict):
-            raise apierrors.bad_request("a Binding must be a JSON object")
-        meta = binding.get("metadata") or {}
-        name = meta.get("name") or pod_name or ""
-        if pod_name and meta.get("name") and meta["name"] != pod_name:
-            raise apierrors.bad_request(f"the name of the object ({meta['name']}) does not match the name on "
-                                        f"the URL ({pod_name})")
-        if meta.get("namespace") and meta["namespace"] != namespace:
-            raise apierrors.bad_request("the namespace of the provided object does not match the namespace sent "
-                                        "on the request")
-        target = binding.get("target") or {}
-        node = target.get("name") if isinstance(target, dict) else None
-        causes = []
-        if not name:
-            causes.append(("metadata.name", "FieldValueRequired", "Required value"))
-        if not node:
-            causes.append(("target.name", "FieldValueRequired", "Required value"))
-        if isinstance(target, dict) and target.get("kind") not in (None, "", "Node"):
-            causes.append(("target.kind", "FieldValueNotSupported",
-                           f'Unsupported value: "{target.get("kind")}": supported values: "Node", ""'))
-        if causes:
-            raise apierrors.invalid("Binding", name, causes)
-        annotations = meta.get("annotations") or {}
+        name, node, annotations, uid = strategy.parse_binding(namespace, binding, pod_name)
         with self._lock:
             cur = self._objects["pods"].get((namespace, name))
             if cur is None:
                 raise apierrors.not_found("pods", name)
-            spec = cur.obj.get("spec") or {}
-            if meta.get("uid") and meta["uid"] != cur.obj["metadata"].get("uid"):
-                raise apierrors.conflict("pods/binding", name,
-                                         f"Precondition failed: UID in precondition: {meta['uid']}, UID in object "
-                                         f"meta: {cur.obj['metadata'].get('uid')}")
-            if cur.obj["metadata"].get("deletionTimestamp"):
-                raise apierrors.conflict("pods/binding", name,
-                                         f"pod {name} is being deleted, cannot be assigned to a host")
-            if spec.get("nodeName"):
-                raise apierrors.conflict("pods/binding", name,
-                                         f'pod {name} is already assigned to node "{spec["nodeName"]}"')
-            new = cur.copy()
-            new["spec"]["nodeName"] = node
-            if annotations:
-                new["metadata"].setdefault("annotations", {}).update(annotations)
-            causes = apiresources.validate("Pod", new)
-            if causes:
-                raise apierrors.invalid("Pod", name, causes)
-            status = new.setdefault("status", {})
-            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                               "lastTransitionTime": self._now()})
-            status["conditions"] = conditions
+            new = strategy.bound_pod(cur, node, annotations, uid, self._now())
             return self._commit("pods", (namespace, name), new, "MODIFIED", cur)
 
     def bind(self, namespace: str, pod_name: str, node: str,
@@ -550,23 +387,17 @@ class Store:
             cur = self._objects[resource].get(key)
             if cur is None:
                 raise apierrors.not_found(rt.qualified, name)
+            strategy.check_delete_preconditions(rt, cur, preconditions)
             meta = cur.obj["metadata"]
-            pre = preconditions or {}
-            if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise apierrors.conflict(rt.qualified, name, f"Precondition failed: UID in precondition: "
-                                                             f"{pre['uid']}, UID in object meta: {meta.get('uid')}")
-            if pre.get("resourceVersion") and str(pre["resourceVersion"]) != str(cur.rv):
-                raise apierrors.conflict(rt.qualified, name, f"Precondition failed: ResourceVersion in "
-                                                             f"precondition: {pre['resourceVersion']}, "
-                                                             f"ResourceVersion in object meta: {cur.rv}")
-            grace = self._grace_period(cur, grace_period_seconds) if resource == "pods" else 0
+            graceful = resource == "pods" and self.graceful_pod_deletion
+            grace = strategy.pod_grace_period(cur, grace_period_seconds) if graceful else 0
             if meta.get("finalizers") or grace > 0:
                 if meta.get("deletionTimestamp"):
                     return cur, False
                 if dry_run:
                     return cur, False
                 new = cur.copy()
-                new["metadata"]["deletionTimestamp"] = rfc3339(self.clock() + grace)
+                new["metadata"]["deletionTimestamp"] = strategy.rfc3339(self.clock() + grace)
                 new["metadata"]["deletionGracePeriodSeconds"] = grace
                 return self._commit(resource, key, new, "MODIFIED", cur), False
             if dry_run:
@@ -577,16 +408,6 @@ class Store:
                         for k in [k for k in table if k[0] == name]:
                             self._commit(table_name, k, table[k].copy(), "DELETED", table[k])
             return self._commit(resource, key, cur.copy(), "DELETED", cur), True
-
-    def _grace_period(self, cur: Stored, requested: int | None) -> int:
-        """Graceful deletion applies to pods on a node that are not finished (when enabled)."""
-        if not self.graceful_pod_deletion:
-            return 0
-        spec, status = cur.obj.get("spec") or {}, cur.obj.get("status") or {}
-        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
-            return 0
-        grace = requested if requested is not None else spec.get("terminationGracePeriodSeconds", 30)
-        return max(0, int(grace))
 
     def delete(self, resource: str, namespace: str | None, name: str, *,
                grace_period_seconds: int | None = None, preconditions: dict[str, Any] | None = None
