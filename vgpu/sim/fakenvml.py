@@ -48,16 +48,44 @@ def write_json_atomic(path: pathlib.Path, data: Any) -> None:
         raise
 
 
+# Name substrings that select a built-in MIG profile table in the fake library
+# (native/fakenvml/profiles.c PATTERNS; keep both in sync).
+MIG_MODEL_PATTERNS: tuple[str, ...] = (
+    "H200",
+    "H100 80GB HBM3", "H100-SXM5-80GB", "H100 SXM5 80GB", "H100-80GB",
+    "A100-SXM4-80GB", "A100-80GB", "A100-PCIE-80GB", "A100 80GB",
+    "A100-SXM4-40GB", "A100-40GB", "A100-PCIE-40GB",
+    "A30",
+)
+
+
+def has_mig_table(name: str) -> bool:
+    """Whether the fake NVML has a MIG profile table for a GPU of this NVML name."""
+    for pattern in MIG_MODEL_PATTERNS:
+        at = name.find(pattern)
+        if at < 0:
+            continue
+        if pattern == "A30" and name[at + 3:at + 4].isdigit():  # "A3000" is not an A30
+            continue
+        return True
+    return False
+
+
 def device(
     index: int = 0,
     *,
     name: str = "NVIDIA A100-SXM4-80GB",
     memory_total_mib: int = 81920,
     uuid: str | None = None,
-    mig_capable: bool = True,
+    mig_capable: bool | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """One device entry of the fake NVML config with realistic defaults."""
+    """One device entry of the fake NVML config with realistic defaults.
+
+    ``mig_capable`` defaults to whether the model has a built-in MIG table; the
+    compute capability defaults to 9.0 for Hopper names and 8.0 otherwise.
+    """
+    hopper = "H100" in name or "H200" in name
     entry: dict[str, Any] = {
         "uuid": uuid or f"GPU-{index:08x}-6888-5063-1e4d-f2a09cfbf{index:03x}",
         "name": name,
@@ -68,8 +96,8 @@ def device(
         "minor": index,
         "pci_bus_id": f"00000000:{0x07 + index:02X}:00.0",
         "numa_node": 0,
-        "compute_capability": [8, 0],
-        "mig_capable": mig_capable,
+        "compute_capability": [9, 0] if hopper else [8, 0],
+        "mig_capable": has_mig_table(name) if mig_capable is None else mig_capable,
         "mig_mode": False,
         "processes": [],
         "xid_events": [],
@@ -123,5 +151,33 @@ class FakeNvml:
         self.write()
 
     def add_xid(self, index: int, xid: int | dict[str, int]) -> None:
+        """Append one XID (an int, or {"xid", "gpu_instance_id", "compute_instance_id"})."""
         self.config["devices"][index].setdefault("xid_events", []).append(xid)
         self.write()
+
+    def add_ecc_dbe(self, index: int, count: int = 1) -> None:
+        """Raise ``count`` more double-bit ECC events on device ``index``."""
+        dev = self.config["devices"][index]
+        dev["ecc_dbe_events"] = dev.get("ecc_dbe_events", 0) + count
+        self.write()
+
+    def inject_error(self, function: str, code: int, index: int | None = None) -> None:
+        """Make ``function`` (e.g. "nvmlEventSetWait") return NVML error ``code``.
+
+        With ``index`` only for that device's handles, otherwise for every call.
+        """
+        target = self.config if index is None else self.config["devices"][index]
+        target.setdefault("errors", {})[function] = code
+        self.write()
+
+    def clear_error(self, function: str, index: int | None = None) -> None:
+        target = self.config if index is None else self.config["devices"][index]
+        target.get("errors", {}).pop(function, None)
+        self.write()
+
+    def read_state(self) -> dict[str, Any]:
+        """The MIG state file as written by the library ({} before any MIG change)."""
+        try:
+            return json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return {}
