@@ -1,8 +1,7 @@
 """`vgpu plugin`: flags and environment variables (config.md §5.1), flag > env > default.
 
 Only the settings this build uses are offered.  ``--kubeconfig``, ``--handshake`` and
-``--hook-path`` belong to node registration and Allocate (the Volcano-protocol work) and
-are added with it; there are no flags that parse and then do nothing.
+``--hook-path`` drive node registration and Allocate (vgpu/plugin/volcano.py).
 """
 from __future__ import annotations
 
@@ -24,6 +23,9 @@ SETTINGS: dict[str, tuple[str, str | None, str]] = {
     "device_config": ("DEVICE_CONFIG", "/config/device-config.yaml", "device-config.yaml (missing: built-in defaults)"),
     "node_config": ("NODE_CONFIG", "/config/config.json", "per-node config.json (missing: no overrides)"),
     "nvml_library": ("VGPU_NVML_LIBRARY", None, "libnvidia-ml.so.1 to load (default: the system's)"),
+    "kubeconfig": ("KUBECONFIG", None, "kubeconfig for the API server (default: in-cluster service account)"),
+    "hook_path": ("HOOK_PATH", "/usr/local/vgpu", "HAMi-core files and the containers/ cache root"),
+    "handshake": ("VGPU_HANDSHAKE", "auto", "Volcano node handshake: auto | on | off"),
 }
 
 

@@ -33,6 +33,7 @@ from vgpu.plugin.devices import ResourceKind, resource_specs
 from vgpu.plugin.registration import PluginSet
 from vgpu.plugin.resources import ResourceManager
 from vgpu.plugin.sizecheck import SizeCheckError, check_listandwatch_sizes
+from vgpu.plugin.volcano import VolcanoConfigError, VolcanoOptions, VolcanoSide
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,9 @@ class PluginOptions:
     device_config: str
     node_config: str
     nvml_library: str | None
+    kubeconfig: str | None = None
+    hook_path: str = "/usr/local/vgpu"
+    handshake: str = "auto"
 
 
 def default_allocators() -> dict[ResourceKind, Allocator]:
@@ -86,7 +90,9 @@ class PluginDaemon:
                  allocators: Mapping[ResourceKind, Allocator] | None = None) -> None:
         self.opts = opts
         self.environ = dict(os.environ if environ is None else environ)
+        self._own_allocators = allocators is None
         self.allocators = dict(allocators or default_allocators())
+        self.volcano: VolcanoSide | None = None
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
         self.health = GpuHealth()
@@ -127,6 +133,11 @@ class PluginDaemon:
         except HealthInitError as exc:
             log.error("%s", exc)
             return EXIT_RUNTIME
+        try:
+            self._start_volcano()
+        except VolcanoConfigError as exc:
+            log.error("%s", exc)
+            return EXIT_CONFIG
         self.plugins = PluginSet(opts.kubelet_socket, build_managers(self.cfg, self.gpus, self.health),
                                  self.allocators)
         # One notification flips every resource (all three streams re-send together).
@@ -139,10 +150,23 @@ class PluginDaemon:
                                      self.cfg.device.health_recovery_seconds)
         self.monitor.start()
 
+    def _start_volcano(self) -> None:
+        """Node registration, pod cache and the Volcano allocator (vgpu/plugin/volcano.py)."""
+        opts = self.opts
+        self.volcano = VolcanoSide.create(
+            VolcanoOptions(opts.node_name, opts.kubeconfig, opts.hook_path, opts.handshake),
+            lambda: self.cfg, self.gpus, self.health, self.environ)
+        if self.volcano is not None:
+            if self._own_allocators:
+                self.allocators = self.volcano.allocators()
+            self.volcano.start()
+
     def _on_health_change(self, changed: dict[str, bool]) -> None:
         if self.plugins is not None:
             for m in self.plugins.managers:
                 m.refresh(changed)
+        if self.volcano is not None:
+            self.volcano.refresh_register(self.gpus)
 
     # -- reload ------------------------------------------------------------------------
 
@@ -169,6 +193,8 @@ class PluginDaemon:
                 return
         self.cfg, self.gpus = cfg, gpus
         self.plugins.replace(build_managers(cfg, gpus, self.health))
+        if self.volcano is not None:
+            self.volcano.refresh_register(gpus)
 
     # -- run ---------------------------------------------------------------------------
 
@@ -198,5 +224,7 @@ class PluginDaemon:
             worker.join()  # stops the servers and removes our sockets
             if self.monitor is not None:
                 self.monitor.stop(timeout=0)  # a daemon thread; never wait out an NVML wait at exit
+            if self.volcano is not None:
+                self.volcano.stop()
         log.info("vgpu plugin stopped")
         return EXIT_OK

@@ -1,0 +1,271 @@
+"""A thin, dict-based layer over the official ``kubernetes`` client.
+
+Why a layer: the plugin touches only a handful of endpoints (RBAC, config.md §6: nodes
+get/list/watch/patch/update, pods get/list/watch/patch, events create/patch), and it wants
+plain JSON dicts, not generated model objects — deserialising ``V1Pod`` models costs more than
+the whole Allocate decision.  Every call therefore goes through the generated ``CoreV1Api``
+methods (auth, TLS and the REST layer stay the official client's) with
+``_preload_content=False``, and the body is decoded with ``json.loads``.
+
+All annotation patches are strategic-merge patches (volcano-protocol.md §1); the body is built
+by :func:`vgpu.protocol.annotations_patch` (a ``None`` value deletes a key).
+
+Errors: :class:`KubeApiError` carries the HTTP status of a refused request; connection
+problems (server down, reset, timeout) become :class:`KubeUnavailable`.  Both subclass
+:class:`KubeError`, so callers can treat "the API did not do it" uniformly.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from vgpu.protocol import annotations_patch
+
+log = logging.getLogger(__name__)
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+DEFAULT_TIMEOUT_S = 10.0
+"""Connect/read timeout of ordinary requests: an Allocate must not hang on a dead API server."""
+WATCH_READ_TIMEOUT_S = 330.0
+"""Read timeout of a watch: longer than the server-side ``timeoutSeconds`` we ask for."""
+WATCH_SERVER_TIMEOUT_S = 300
+
+
+class KubeError(Exception):
+    """The API server did not do what we asked."""
+
+
+class KubeApiError(KubeError):
+    """A request the API server answered with an error status."""
+
+    def __init__(self, what: str, status: int, reason: str, message: str = ""):
+        self.status = status
+        self.reason = reason
+        self.api_message = message
+        text = f"{what}: HTTP {status} {reason}"
+        if message:
+            text += f": {message}"
+        super().__init__(text)
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def gone(self) -> bool:
+        """410: the resourceVersion is too old (after compaction); the caller must re-list."""
+        return self.status == 410
+
+
+class KubeUnavailable(KubeError):
+    """The API server could not be reached (refused, reset, timed out)."""
+
+
+class KubeConfigError(KubeError):
+    """No usable Kubernetes client configuration."""
+
+
+def _api_error(what: str, exc: ApiException) -> KubeApiError:
+    message = ""
+    body = exc.body
+    if body:
+        try:
+            doc = json.loads(body)
+            message = str(doc.get("message", "")) if isinstance(doc, dict) else ""
+        except (ValueError, TypeError):
+            message = body[:200] if isinstance(body, str) else ""
+    return KubeApiError(what, int(exc.status or 0), str(exc.reason or ""), message)
+
+
+def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
+    """``--kubeconfig``/``KUBECONFIG`` when given, else the in-cluster service account (decision 1).
+
+    A ``KUBECONFIG``-style list of files (``a:b``) is merged like kubectl does.
+    Raises :class:`KubeConfigError` naming what was tried.
+    """
+    cfg = k8s.Configuration()
+    if kubeconfig:
+        try:
+            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
+        except (ConfigException, OSError, TypeError, ValueError) as exc:
+            raise KubeConfigError(f"cannot load kubeconfig {kubeconfig}: {exc}") from None
+        return cfg
+    try:
+        k8s_config.load_incluster_config(client_configuration=cfg)
+    except ConfigException as exc:
+        raise KubeConfigError("no kubeconfig given (--kubeconfig / KUBECONFIG) and no in-cluster service "
+                              f"account: {exc}") from None
+    return cfg
+
+
+def in_cluster_available() -> bool:
+    """True when the in-cluster service-account configuration can be loaded."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+@dataclass(frozen=True)
+class ListResult:
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+class WatchStream:
+    """One open watch: iterate decoded events (``{"type":…, "object":{…}}``); ``close()`` from any thread."""
+
+    def __init__(self, response: Any, what: str):
+        self._resp = response
+        self._what = what
+        self._closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buffer = b""
+        try:
+            for chunk in self._resp.stream(amt=None, decode_content=False):
+                buffer += chunk
+                while (nl := buffer.find(b"\n")) != -1:
+                    line, buffer = buffer[:nl], buffer[nl + 1:]
+                    if line.strip():
+                        try:
+                            yield json.loads(line)
+                        except ValueError:
+                            raise KubeUnavailable(f"{self._what}: undecodable watch event {line[:120]!r}") from None
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            if self._closed:
+                return
+            raise KubeUnavailable(f"{self._what}: watch stream failed: {exc}") from None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            shutdown = getattr(self._resp, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
+            self._resp.release_conn()
+            self._resp.close()
+        except Exception:  # noqa: BLE001 - closing a dead stream must never raise
+            pass
+
+
+class KubeClient:
+    """The plugin's API access; thread-safe (one urllib3 pool, no shared mutable state)."""
+
+    def __init__(self, configuration: k8s.Configuration, *, timeout: float = DEFAULT_TIMEOUT_S,
+                 user_agent: str = "vgpu-device-plugin"):
+        self.configuration = configuration
+        self.timeout = timeout
+        self.api_client = k8s.ApiClient(configuration)
+        self.api_client.user_agent = user_agent
+        self.core = k8s.CoreV1Api(self.api_client)
+        self._closed = threading.Event()
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | None, **kw: Any) -> "KubeClient":
+        return cls(load_configuration(kubeconfig), **kw)
+
+    @property
+    def host(self) -> str:
+        return str(self.configuration.host)
+
+    def close(self) -> None:
+        if not self._closed.is_set():
+            self._closed.set()
+            self.api_client.close()
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _call(self, what: str, fn: Any, *args: Any, timeout: Any = None, **kw: Any) -> dict[str, Any]:
+        try:
+            resp = fn(*args, _preload_content=False, _request_timeout=timeout or self.timeout, **kw)
+            data = resp.data
+        except ApiException as exc:
+            raise _api_error(what, exc) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeUnavailable(f"{what}: API server {self.host} unreachable: {exc}") from None
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            raise KubeUnavailable(f"{what}: undecodable response {data[:120]!r}") from None
+        if not isinstance(doc, dict):
+            raise KubeUnavailable(f"{what}: unexpected response {data[:120]!r}")
+        return doc
+
+    def _watch(self, what: str, fn: Any, **kw: Any) -> WatchStream:
+        try:
+            resp = fn(watch=True, allow_watch_bookmarks=True, timeout_seconds=WATCH_SERVER_TIMEOUT_S,
+                      _preload_content=False, _request_timeout=(self.timeout, WATCH_READ_TIMEOUT_S), **kw)
+        except ApiException as exc:
+            raise _api_error(what, exc) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeUnavailable(f"{what}: API server {self.host} unreachable: {exc}") from None
+        return WatchStream(resp, what)
+
+    @staticmethod
+    def _list_result(doc: dict[str, Any]) -> ListResult:
+        return ListResult(list(doc.get("items") or []), str((doc.get("metadata") or {}).get("resourceVersion", "")))
+
+    # ---------------------------------------------------------------- nodes
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self._call(f"get node {name}", self.core.read_node, name)
+
+    def list_nodes(self, *, field_selector: str | None = None) -> ListResult:
+        kw = {"field_selector": field_selector} if field_selector else {}
+        return self._list_result(self._call("list nodes", self.core.list_node, **kw))
+
+    def watch_nodes(self, *, field_selector: str | None, resource_version: str) -> WatchStream:
+        kw = {"field_selector": field_selector} if field_selector else {}
+        return self._watch("watch nodes", self.core.list_node, resource_version=resource_version, **kw)
+
+    def patch_node_annotations(self, name: str, annotations: Mapping[str, str | None]) -> dict[str, Any]:
+        """Strategic-merge patch of the node's annotations; returns the patched Node."""
+        return self.patch_node(name, annotations_patch(annotations))
+
+    def patch_node(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call(f"patch node {name}", self.core.patch_node, name, body, _content_type=STRATEGIC_MERGE)
+
+    # ---------------------------------------------------------------- pods
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+
+    def list_pods(self, *, field_selector: str | None = None, label_selector: str | None = None) -> ListResult:
+        """Pods of all namespaces (``field_selector`` e.g. ``spec.nodeName=n1``)."""
+        kw: dict[str, Any] = {}
+        if field_selector:
+            kw["field_selector"] = field_selector
+        if label_selector:
+            kw["label_selector"] = label_selector
+        what = f"list pods ({field_selector})" if field_selector else "list pods (all namespaces)"
+        return self._list_result(self._call(what, self.core.list_pod_for_all_namespaces, **kw))
+
+    def watch_pods(self, *, field_selector: str | None, resource_version: str) -> WatchStream:
+        kw = {"field_selector": field_selector} if field_selector else {}
+        return self._watch("watch pods", self.core.list_pod_for_all_namespaces,
+                           resource_version=resource_version, **kw)
+
+    def patch_pod_annotations(self, namespace: str, name: str,
+                              annotations: Mapping[str, str | None]) -> dict[str, Any]:
+        """Strategic-merge patch of a pod's annotations; returns the patched Pod."""
+        return self._call(f"patch pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace,
+                          annotations_patch(annotations), _content_type=STRATEGIC_MERGE)
+
+    # ---------------------------------------------------------------- events
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call(f"create event in {namespace}", self.core.create_namespaced_event, namespace, body)

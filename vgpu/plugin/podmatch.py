@@ -1,0 +1,196 @@
+"""What Allocate needs to know about a pod, read once from its JSON (volcano-protocol.md §4, §5.1).
+
+Pure functions over plain pod dicts (as the pod cache holds them):
+
+- the **vGPU containers** of a pod: ``spec.containers`` in order, filtered to those with
+  ``limits[count]`` or ``limits[memory]``; the k-th owns the k-th ``;`` segment (decision 6);
+- each container's **primary resource**: vgpu-number if it requests a count, else vgpu-memory;
+- the scalar annotations used for matching (``vgpu-node``, ``bind-phase``, ``vgpu-time``).
+
+No decision about candidates lives here; that needs the allocator's journal and tombstones.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from vgpu.config.model import EffectiveConfig
+from vgpu.plugin.devices import ResourceKind
+from vgpu.protocol import keys, vgpu_time_sort_key
+
+_QUANTITY_RE = re.compile(r"([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
+_SUFFIX = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}
+BAD_QUANTITY = -1
+"""What an unparsable or fractional limit reads as: never equal to a kubelet request size."""
+
+
+def parse_whole_quantity(value: Any) -> int:
+    """A Kubernetes quantity (``"2"``, ``"3k"``, ``"1Ki"``) as a whole number, else ``BAD_QUANTITY``.
+
+    Extended resources must be whole numbers (the API server refuses fractions), so anything
+    else cannot match a kubelet request.
+    """
+    if isinstance(value, bool):
+        return BAD_QUANTITY
+    if isinstance(value, int):
+        return value if value >= 0 else BAD_QUANTITY
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text)
+    m = _QUANTITY_RE.fullmatch(text)
+    if m is None:
+        return BAD_QUANTITY
+    number, suffix = m.group(1), m.group(2) or ""
+    try:
+        mult = Decimal(10) ** int(suffix[1:]) if suffix[:1] in ("e", "E") else _SUFFIX[suffix]
+        total = Decimal(number) * mult
+    except (InvalidOperation, ValueError, KeyError):
+        return BAD_QUANTITY
+    if total < 0 or total != total.to_integral_value():
+        return BAD_QUANTITY
+    return int(total)
+
+
+@dataclass(frozen=True)
+class ResourceNames:
+    """The three kubelet resource names of this node's config (decision 2)."""
+
+    count: str
+    memory: str
+    cores: str
+
+    @classmethod
+    def from_config(cls, cfg: EffectiveConfig) -> "ResourceNames":
+        d = cfg.device
+        return cls(d.resource_count_name, d.resource_memory_name, d.resource_core_name)
+
+    def name(self, kind: ResourceKind) -> str:
+        return {ResourceKind.NUMBER: self.count, ResourceKind.MEMORY: self.memory,
+                ResourceKind.CORES: self.cores}[kind]
+
+
+@dataclass(frozen=True)
+class VgpuContainer:
+    """One container that requests vGPU (count or memory limit)."""
+
+    index: int
+    """k: position among the pod's vGPU containers = its segment index."""
+    spec_index: int
+    name: str
+    limits: tuple[tuple[ResourceKind, int], ...]
+    """The vGPU resources in ``limits`` with their (whole-number) values."""
+    disable_control: str | None
+    """The container's own ``CUDA_DISABLE_CONTROL`` env value (None when unset)."""
+
+    def limit(self, kind: ResourceKind) -> int | None:
+        for k, v in self.limits:
+            if k is kind:
+                return v
+        return None
+
+    def requests(self, kind: ResourceKind) -> bool:
+        return self.limit(kind) is not None
+
+    @property
+    def primary(self) -> ResourceKind:
+        """vgpu-number if the container requests a count, else vgpu-memory (§5.1)."""
+        return ResourceKind.NUMBER if self.requests(ResourceKind.NUMBER) else ResourceKind.MEMORY
+
+    @property
+    def kinds(self) -> tuple[ResourceKind, ...]:
+        """The resources whose Allocate calls belong to this container (cores never matter)."""
+        return tuple(k for k, _ in self.limits if k is not ResourceKind.CORES)
+
+
+def _limits(container: Mapping[str, Any]) -> Mapping[str, Any]:
+    res = container.get("resources") or {}
+    return res.get("limits") or {}
+
+
+def _env_value(container: Mapping[str, Any], name: str) -> str | None:
+    value = None
+    for e in container.get("env") or ():
+        if isinstance(e, Mapping) and e.get("name") == name:
+            value = e.get("value", "")  # the last definition wins, as in the kubelet
+    return value
+
+
+def requests_vgpu(container: Mapping[str, Any], names: ResourceNames) -> bool:
+    """§3.1 / §4 rule 1: a count or a memory limit (a cores-only container is not a vGPU container)."""
+    lim = _limits(container)
+    return names.count in lim or names.memory in lim
+
+
+@dataclass(frozen=True)
+class PodView:
+    """The fields of one cached pod that pod matching reads."""
+
+    uid: str
+    namespace: str
+    name: str
+    resource_version: str
+    creation: str
+    annotations: Mapping[str, str]
+    containers: tuple[VgpuContainer, ...]
+    init_requests_vgpu: bool
+    deleting: bool
+    terminal: bool
+    raw: Mapping[str, Any]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def vgpu_node(self) -> str | None:
+        return self.annotations.get(keys.VGPU_NODE)
+
+    @property
+    def bind_phase(self) -> str | None:
+        return self.annotations.get(keys.BIND_PHASE)
+
+    @property
+    def devices_to_allocate(self) -> str | None:
+        return self.annotations.get(keys.DEVICES_TO_ALLOCATE)
+
+    @property
+    def time_key(self) -> int:
+        """§5.2 rule 2: ``vgpu-time``; missing, unparsable, > 20 chars or the done value = +∞."""
+        return vgpu_time_sort_key(self.annotations.get(keys.VGPU_TIME))
+
+    @property
+    def order_key(self) -> tuple[int, str, str]:
+        """Rules 2 then 3: smallest ``vgpu-time``, oldest ``creationTimestamp``, then ``namespace/name``."""
+        return (self.time_key, self.creation, self.key)
+
+
+def pod_view(pod: Mapping[str, Any], names: ResourceNames) -> PodView:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    ctrs = []
+    for i, c in enumerate(spec.get("containers") or ()):
+        if not isinstance(c, Mapping) or not requests_vgpu(c, names):
+            continue
+        lim = _limits(c)
+        limits = tuple((kind, parse_whole_quantity(lim[names.name(kind)]))
+                       for kind in (ResourceKind.NUMBER, ResourceKind.MEMORY, ResourceKind.CORES)
+                       if names.name(kind) in lim)
+        ctrs.append(VgpuContainer(len(ctrs), i, str(c.get("name", "")), limits,
+                                  _env_value(c, "CUDA_DISABLE_CONTROL")))
+    init = any(isinstance(c, Mapping) and requests_vgpu(c, names) for c in spec.get("initContainers") or ())
+    return PodView(
+        uid=str(meta.get("uid", "")), namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
+        resource_version=str(meta.get("resourceVersion", "")), creation=str(meta.get("creationTimestamp", "")),
+        annotations=meta.get("annotations") or {}, containers=tuple(ctrs), init_requests_vgpu=init,
+        deleting=bool(meta.get("deletionTimestamp")), terminal=status.get("phase") in ("Succeeded", "Failed"),
+        raw=pod)

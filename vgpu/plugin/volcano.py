@@ -1,0 +1,132 @@
+"""The Volcano side of `vgpu plugin`: API client, node registration, pod cache and the allocator.
+
+The daemon builds one :class:`VolcanoSide` at startup when Kubernetes API access is configured
+(``--kubeconfig``/``KUBECONFIG``, else the in-cluster service account) and hands its allocator
+to the three gRPC servers.  Without API access the daemon still serves the kubelet, but
+vgpu-number Allocate refuses (there is no pod to match) and the node is never registered — the
+log says so loudly at startup.
+
+Startup order: HAMi-core files (``ld.so.preload`` rewritten if needed, ``libvgpu.so`` checked),
+pod cache LIST+WATCH (waits up to :data:`CACHE_SYNC_TIMEOUT_S` for the first LIST), node
+registrar (first patch as soon as the Node is seen).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from vgpu.config.model import (
+    DEFAULT_CORES_NAME,
+    DEFAULT_COUNT_NAME,
+    DEFAULT_MEMORY_NAME,
+    MODE_HAMI_CORE,
+    EffectiveConfig,
+)
+from vgpu.hamicore import paths
+from vgpu.kube.caches import node_pod_cache
+from vgpu.kube.client import KubeClient, KubeConfigError, in_cluster_available
+from vgpu.kube.registrar import HandshakeMode, NodeRegistrar, build_register_value, warn_renamed_resources
+from vgpu.kube.retry import RetryQueue
+from vgpu.kube.watchcache import WatchCache
+from vgpu.nvml.device import GpuInfo
+from vgpu.nvml.health import GpuHealth
+from vgpu.plugin.allocate import MigApplier, VolcanoAllocator
+from vgpu.plugin.allocation import Allocator
+from vgpu.plugin.devices import ResourceKind
+
+log = logging.getLogger(__name__)
+
+CACHE_SYNC_TIMEOUT_S = 10.0
+
+
+class VolcanoConfigError(Exception):
+    """Explicitly requested API access that cannot work (a bad kubeconfig, a bad --handshake)."""
+
+
+@dataclass(frozen=True)
+class VolcanoOptions:
+    node_name: str
+    kubeconfig: str | None
+    hook_path: str = paths.DEFAULT_HOOK_PATH
+    handshake: str = HandshakeMode.AUTO.value
+
+
+class VolcanoSide:
+    """Owns the API client, the pod cache, the registrar, the retry queue and the allocator."""
+
+    def __init__(self, opts: VolcanoOptions, client: KubeClient, config: Callable[[], EffectiveConfig],
+                 gpus: Sequence[GpuInfo], health: GpuHealth, *, mig: MigApplier | None = None):
+        self.opts = opts
+        self.client = client
+        self.config = config
+        self.health = health
+        self.mode = HandshakeMode.parse(opts.handshake)
+        self.retry = RetryQueue()
+        self.pods: WatchCache = node_pod_cache(client, opts.node_name)
+        self.registrar = NodeRegistrar(client, opts.node_name, build_register_value(gpus, config(), health.snapshot()),
+                                       self.mode)
+        self.allocator = VolcanoAllocator(node_name=opts.node_name, client=client, pods=self.pods, config=config,
+                                          hook_path=opts.hook_path, retry=self.retry, mig=mig)
+
+    @classmethod
+    def create(cls, opts: VolcanoOptions, config: Callable[[], EffectiveConfig], gpus: Sequence[GpuInfo],
+               health: GpuHealth, environ: Mapping[str, str]) -> "VolcanoSide | None":
+        """None (with an error log) when no API access is configured at all."""
+        try:
+            HandshakeMode.parse(opts.handshake)
+        except ValueError as exc:
+            raise VolcanoConfigError(str(exc)) from None
+        if not opts.kubeconfig and not in_cluster_available():
+            log.error("no Kubernetes API access (no --kubeconfig/KUBECONFIG and not running in a pod): the node "
+                      "is NOT registered with Volcano and vgpu-number Allocate will refuse every pod")
+            return None
+        try:
+            client = KubeClient.from_kubeconfig(opts.kubeconfig)
+        except KubeConfigError as exc:
+            raise VolcanoConfigError(str(exc)) from None
+        log.info("Kubernetes API at %s; handshake mode %s", client.host, opts.handshake)
+        return cls(opts, client, config, gpus, health)
+
+    def allocators(self) -> dict[ResourceKind, Allocator]:
+        return {k: self.allocator for k in ResourceKind}
+
+    def start(self) -> None:
+        cfg = self.config()
+        for warning in warn_renamed_resources([
+                (cfg.device.resource_count_name, DEFAULT_COUNT_NAME),
+                (cfg.device.resource_memory_name, DEFAULT_MEMORY_NAME),
+                (cfg.device.resource_core_name, DEFAULT_CORES_NAME)]):
+            log.warning("%s", warning)
+        if cfg.operating_mode == MODE_HAMI_CORE:
+            self._prepare_hami_core()
+        self.retry.start()
+        self.pods.start()
+        if self.pods.wait_synced(CACHE_SYNC_TIMEOUT_S):
+            log.info("pod cache of node %s synced: %d pod(s)", self.opts.node_name, len(self.pods.items()))
+        else:
+            log.warning("pod cache of node %s not synced after %.0f s; Allocate will re-list on demand",
+                        self.opts.node_name, CACHE_SYNC_TIMEOUT_S)
+        self.registrar.start()
+
+    def _prepare_hami_core(self) -> None:
+        layout = paths.HostLayout(hook_path=self.opts.hook_path)
+        try:
+            if paths.ensure_ld_so_preload(layout):
+                log.info("wrote %s", layout.ld_so_preload)
+        except OSError as exc:
+            log.error("cannot write %s: %s", layout.ld_so_preload, exc)
+        try:
+            paths.check_hami_core_files(layout)
+        except paths.HamiCoreFilesMissing as exc:
+            log.error("%s; every hami-core Allocate will fail until it is installed", exc)
+
+    def refresh_register(self, gpus: Sequence[GpuInfo]) -> None:
+        """After a health change or a reload: the register annotation follows (patched only on change)."""
+        self.registrar.set_register(build_register_value(gpus, self.config(), self.health.snapshot()))
+
+    def stop(self) -> None:
+        self.registrar.stop()
+        self.pods.stop()
+        self.retry.stop()
+        self.client.close()
