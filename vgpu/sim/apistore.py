@@ -423,10 +423,15 @@ class Store:
               send_initial_events: bool | None = None, allow_bookmarks: bool = False) -> Watcher:
         """Open a watch; with no (or "0") resourceVersion it starts with ADDED for every match."""
         rt = storage_type(resource)
+        since = None
+        if resource_version not in (None, "", "0"):
+            try:
+                since = int(resource_version)  # type: ignore[arg-type]
+            except ValueError:
+                raise apierrors.bad_request(f"invalid resource version: {resource_version!r}") from None
         w = Watcher(resource, namespace, fields, labels, lambda obj, k: rt.fields[k](obj))
         with self._lock:
-            initial = send_initial_events if send_initial_events is not None else \
-                resource_version in (None, "", "0")
+            initial = send_initial_events if send_initial_events is not None else since is None
             if initial:
                 table = self._objects[resource]
                 for key in sorted(table):
@@ -436,12 +441,9 @@ class Store:
                 if send_initial_events and allow_bookmarks:
                     w.put(WatchEvent("BOOKMARK", rv=self._rv,
                                      annotations={"k8s.io/initial-events-end": "true"}))
-            if resource_version not in (None, "", "0"):
-                try:
-                    since = int(resource_version)
-                except ValueError:
-                    raise apierrors.bad_request(f"invalid resource version: {resource_version!r}") from None
-                if since < self._compacted:
+            if since is not None:
+                # With initial events the version only means "not older than": the current state serves.
+                if not initial and since < self._compacted:
                     oldest = self._history[0].rv if self._history else self._rv + 1
                     w.put(WatchEvent("ERROR", error=apierrors.gone(
                         f"too old resource version: {since} ({oldest - 1})").status()))

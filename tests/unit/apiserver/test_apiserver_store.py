@@ -183,6 +183,11 @@ def test_watch_without_version_starts_with_the_current_state(store):
     events = [w.next(0.1) for _ in range(3)]
     assert [e.type for e in events] == ["ADDED", "ADDED", "BOOKMARK"]
     assert events[2].annotations == {"k8s.io/initial-events-end": "true"}
+    store.compact()
+    # with initial events an old version means "not older than": no 410, the current state is sent
+    w = store.watch("pods", "default", resource_version="2", send_initial_events=True)
+    assert drain(w) == [("ADDED", "a"), ("ADDED", "b")]
+    assert error_of(store.watch, "pods", resource_version="abc").code == 400
 
 
 def test_watch_resumes_from_history_and_expires(store):
