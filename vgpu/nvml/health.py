@@ -377,7 +377,10 @@ class HealthMonitor:
                 self._mark(self.uuids, f"event wait failed: {exc}")
                 self._stop.wait(1.0)  # spec choice: no hot loop on a persistent error
                 continue
-            self._handle(data, ours)
+            try:
+                self._handle(data, ours)
+            except Exception:  # noqa: BLE001 - a bad event must not end health checking
+                log.exception("handling an NVML event failed")
 
     def _handle(self, data: Any, ours: set[str]) -> None:
         if data.eventType != pynvml.nvmlEventTypeXidCriticalError:

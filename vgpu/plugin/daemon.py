@@ -219,6 +219,9 @@ class PluginDaemon:
                 if self.reload_event.wait(0.5):
                     self.reload_event.clear()
                     self.reload()
+                if not worker.is_alive() and not self.stop_event.is_set():
+                    log.error("the device-plugin loop ended unexpectedly; exiting")
+                    return EXIT_RUNTIME
         finally:
             self.stop_event.set()
             worker.join()  # stops the servers and removes our sockets

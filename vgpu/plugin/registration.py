@@ -200,11 +200,12 @@ class PluginSet:
                         self._attempted_kubelet = kubelet
                         try:
                             self._start_and_register()
-                        except RegistrationError as exc:
+                        except Exception as exc:  # noqa: BLE001 - any failure is retried, never fatal
                             self._stop_servers()
                             delay = self.backoff.next()
                             next_attempt = time.monotonic() + delay
-                            log.error("registration failed: %s; retrying in %.1f s", exc, delay)
+                            log.error("registration failed: %s; retrying in %.1f s", exc, delay,
+                                      exc_info=not isinstance(exc, RegistrationError))
                         else:
                             self.registered = True
                             self.registrations += 1
