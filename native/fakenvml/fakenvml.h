@@ -31,6 +31,9 @@
 struct nvmlDevice_st { char slot; };
 struct nvmlGpuInstance_st { char slot; };
 struct nvmlComputeInstance_st { char slot; };
+_Static_assert(sizeof(struct nvmlDevice_st) == 1 && sizeof(struct nvmlGpuInstance_st) == 1 &&
+                   sizeof(struct nvmlComputeInstance_st) == 1,
+               "handle slots are one byte: slot index == byte offset");
 
 #define FAKE_MAX_EVENT_SETS 64
 
