@@ -46,7 +46,7 @@ install_file() { # SOURCE TARGET MODE
     src=$1 target=$2 mode=$3
     [ -f "$src" ] || die "source $src is missing or not a regular file"
     [ -r "$src" ] || die "source $src is not readable"
-    if [ -d "$target" ] && [ ! -L "$target" ]; then
+    if [ -d "$target" ]; then # a directory, or a symlink to one (mv would move INTO it)
         die "target $target is a directory"
     fi
     if same_content "$src" "$target"; then

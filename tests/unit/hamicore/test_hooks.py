@@ -121,6 +121,28 @@ def test_target_that_is_a_directory_is_refused(tmp_path, src):
     assert [p.name for p in dest.iterdir()] == ["libvgpu.so"]
 
 
+def test_target_symlink_to_a_directory_is_refused(tmp_path, src):
+    dest = tmp_path / "hook"
+    dest.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (dest / "libvgpu.so").symlink_to(tmp_path / "elsewhere")
+    r = install(str(src), str(dest))
+    assert r.returncode == 1 and "is a directory" in r.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_target_symlink_to_a_file_is_replaced_not_written_through(tmp_path, src):
+    dest = tmp_path / "hook"
+    dest.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    (dest / "libvgpu.so").symlink_to(victim)
+    assert install(str(src), str(dest)).returncode == 0
+    assert victim.read_bytes() == b"keep"
+    assert not (dest / "libvgpu.so").is_symlink()
+    assert (dest / "libvgpu.so").read_bytes() == (src / "libvgpu.so").read_bytes()
+
+
 def test_readers_never_see_a_partial_library(tmp_path, src):
     """Reinstall alternating 4 MiB versions while a reader keeps reading the target."""
     a, b = b"a" * (4 << 20), b"b" * (4 << 20)
