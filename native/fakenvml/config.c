@@ -500,7 +500,7 @@ char *fake_read_file(const char *path, size_t max, size_t *len, char *err, size_
         close(fd);
         return NULL;
     }
-    size_t cap = (size_t)st.st_size + 1, n = 0;
+    size_t cap = (size_t)st.st_size + 2, n = 0; /* one spare byte sees EOF without growing */
     char *buf = malloc(cap);
     if (!buf) {
         fail(err, errlen, "out of memory");

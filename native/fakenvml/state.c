@@ -150,7 +150,7 @@ int mig_state_parse(const char *text, size_t len, struct mig_state *out, char *e
             }
             for (size_t k = 0; k < gis->u.array.count; k++) {
                 char gp[96];
-                snprintf(gp, sizeof(gp), "%s.gpu_instances[%zu]", path, k);
+                snprintf(gp, sizeof(gp), "%.40s.gpu_instances[%zu]", path, k);
                 if (parse_gi(&gis->u.array.items[k], gp, &ds->gi[k], err, errlen) != 0)
                     goto done;
                 for (size_t j = 0; j < k; j++)

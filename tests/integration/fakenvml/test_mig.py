@@ -358,3 +358,36 @@ def test_python_and_library_agree_on_which_models_are_mig_capable(pynvml_child, 
     capable = [child.rc(f"p.nvmlDeviceGetMigMode(p.nvmlDeviceGetHandleByIndex({i}))") == 0 for i in range(len(names))]
     assert capable == [fakenvml.has_mig_table(n) for n in names]
     assert capable == [True, False, False, True, True, True, False, True, False]
+
+
+def test_versioned_profile_info_structs(pynvml_child, tmp_path):
+    """ProfileInfoV accepts the v2 and v3 layouts by their version word; ById looks up by profile id."""
+    fake = mig_fake(tmp_path, mig_mode=True)
+    child = pynvml_child(fake)
+    child.run(HELPERS + (
+        "class GiV3(ctypes.Structure):\n"
+        "    _fields_ = [(n, ctypes.c_uint) for n in ('version', 'id', 'sliceCount', 'instanceCount',\n"
+        "               'multiprocessorCount', 'copyEngineCount', 'decoderCount', 'encoderCount', 'jpegCount',\n"
+        "               'ofaCount')] + [('memorySizeMB', ctypes.c_ulonglong), ('name', ctypes.c_char * 96),\n"
+        "               ('capabilities', ctypes.c_uint)]\n"
+        "class CiV3(ctypes.Structure):\n"
+        "    _fields_ = [(n, ctypes.c_uint) for n in ('version', 'id', 'sliceCount', 'instanceCount',\n"
+        "               'multiprocessorCount', 'sharedCopyEngineCount', 'sharedDecoderCount',\n"
+        "               'sharedEncoderCount', 'sharedJpegCount', 'sharedOfaCount')] + [('name', ctypes.c_char * 96),\n"
+        "               ('capabilities', ctypes.c_uint)]\n"
+        "gi3 = GiV3(version=0x03000098)\n"
+        "rc_gi3 = p.nvmlLib.nvmlDeviceGetGpuInstanceProfileInfoV(h, 1, ctypes.byref(gi3))\n"
+        "g = gi_create(14)\n"
+        "ci3 = CiV3(version=0x0300008C)\n"
+        "rc_ci3 = p.nvmlLib.nvmlGpuInstanceGetComputeInstanceProfileInfoV(g, 1, 0, ctypes.byref(ci3))\n"
+        "bad = p.c_nvmlGpuInstanceProfileInfo_v2_t()\n"
+        "bad.version = 0x01000098\n"
+        "rc_bad = p.nvmlLib.nvmlDeviceGetGpuInstanceProfileInfoV(h, 1, ctypes.byref(bad))\n"))
+    assert child.eval("ctypes.sizeof(GiV3), ctypes.sizeof(CiV3)") == [0x98, 0x8C]
+    assert child.eval("(rc_gi3, gi3.id, gi3.sliceCount, gi3.memorySizeMB, gi3.name, gi3.capabilities)") == \
+        [0, 14, 2, 19968, "MIG 2g.20gb", 0]
+    assert child.eval("(rc_ci3, ci3.id, ci3.sliceCount, ci3.instanceCount, ci3.name)") == [0, 1, 2, 1, "MIG 2g.20gb"]
+    assert child.eval("rc_bad") == pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    by_id = child.eval("p.nvmlDeviceGetGpuInstanceProfileInfoById(h, 15)")
+    assert (by_id["id"], by_id["sliceCount"], by_id["instanceCount"], by_id["name"]) == (15, 1, 4, "MIG 1g.20gb")
+    assert child.rc("p.nvmlDeviceGetGpuInstanceProfileInfoById(h, 1)") == pynvml.NVML_ERROR_INVALID_ARGUMENT
