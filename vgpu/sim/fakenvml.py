@@ -7,6 +7,7 @@ C code in ``native/fakenvml/`` built by ``make fakenvml`` into
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pathlib
@@ -19,13 +20,33 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_BUILD_PATH = REPO_ROOT / "build" / "fakenvml" / "libnvidia-ml.so.1"
 
 
+def _sources_newer_than(target: pathlib.Path) -> bool:
+    """Whether a C source of the fake is newer than the built library (or it is missing)."""
+    try:
+        built = target.stat().st_mtime_ns
+    except FileNotFoundError:
+        return True
+    native = REPO_ROOT / "native"
+    sources = [*native.glob("fakenvml/*.c"), *native.glob("fakenvml/*.h"), native / "nvml_abi.h"]
+    return any(src.stat().st_mtime_ns > built for src in sources if src.exists())
+
+
 def library_path(build: bool = True) -> pathlib.Path:
-    """Path of the fake NVML library; builds it with make when missing and ``build``."""
+    """Path of the fake NVML library.
+
+    With ``build`` (and a source checkout) it runs ``make fakenvml`` first when the
+    library is missing or older than its sources, so a test run never loads a stale
+    fake.  Concurrent callers (pytest workers, daemons) serialise on a lock file.
+    """
     override = os.environ.get("VGPU_FAKE_NVML_LIBRARY")
     if override:
         return pathlib.Path(override)
-    if not DEFAULT_BUILD_PATH.exists() and build and (REPO_ROOT / "Makefile").exists():
-        subprocess.run(["make", "-s", "-C", str(REPO_ROOT), "fakenvml"], check=True)
+    if build and (REPO_ROOT / "Makefile").exists() and _sources_newer_than(DEFAULT_BUILD_PATH):
+        DEFAULT_BUILD_PATH.parent.mkdir(parents=True, exist_ok=True)
+        with open(DEFAULT_BUILD_PATH.parent / ".build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if _sources_newer_than(DEFAULT_BUILD_PATH):
+                subprocess.run(["make", "-s", "-C", str(REPO_ROOT), "fakenvml"], check=True)
     if not DEFAULT_BUILD_PATH.exists():
         raise FileNotFoundError(
             f"fake NVML library not found at {DEFAULT_BUILD_PATH}; run `make fakenvml` "

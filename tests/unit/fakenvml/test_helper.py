@@ -70,3 +70,17 @@ def test_read_state_before_any_mig_change(tmp_path):
 def test_library_path_override(monkeypatch, tmp_path):
     monkeypatch.setenv("VGPU_FAKE_NVML_LIBRARY", str(tmp_path / "lib.so"))
     assert fakenvml.library_path() == tmp_path / "lib.so"
+
+
+def test_a_library_older_than_its_sources_counts_as_stale(monkeypatch, tmp_path):
+    (tmp_path / "native" / "fakenvml").mkdir(parents=True)
+    src = tmp_path / "native" / "fakenvml" / "core.c"
+    src.write_text("int x;")
+    lib = tmp_path / "lib.so"
+    monkeypatch.setattr(fakenvml, "REPO_ROOT", tmp_path)
+    assert fakenvml._sources_newer_than(lib)  # missing
+    lib.write_text("")
+    os.utime(src, ns=(1_000_000_000, 1_000_000_000))
+    assert not fakenvml._sources_newer_than(lib)
+    os.utime(src, ns=(lib.stat().st_mtime_ns + 10**9,) * 2)
+    assert fakenvml._sources_newer_than(lib)
