@@ -113,12 +113,17 @@ static void watch_setup(void)
     g_fake.inotify_fd = fd;
 }
 
-/* Whether either file may have changed since the last look. */
+/* Whether either file may have changed since the last look.  Besides inotify
+ * events, a plain stat at least once a second covers changes inotify cannot see
+ * (a hard link changed through another directory, network file systems). */
 static int changes_pending(void)
 {
     if (g_fake.inotify_fd < 0)
         return 1;
-    int pending = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    int pending = ts.tv_sec != g_fake.last_stat_sec;
+    g_fake.last_stat_sec = ts.tv_sec;
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
     for (;;) {
         ssize_t n = read(g_fake.inotify_fd, buf, sizeof(buf));

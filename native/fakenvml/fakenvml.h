@@ -58,6 +58,7 @@ struct fake_lib {
     struct mig_state *mig;             /* cached MIG state */
     struct file_id state_seen;
     int inotify_fd;                    /* -1: stat both files on every call */
+    long long last_stat_sec;           /* CLOCK_MONOTONIC_COARSE second of the last forced stat */
     /* Delivered-event cursors per device index (reset when the UUID there changes). */
     char cursor_uuid[FAKE_MAX_DEVICES][NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     size_t xid_delivered[FAKE_MAX_DEVICES];
