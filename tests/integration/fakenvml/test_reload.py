@@ -177,3 +177,33 @@ def test_minimal_config_gets_defaults(pynvml_child, tmp_path):
     assert child.rc("p.nvmlDeviceGetNumaNodeId(h)") == pynvml.NVML_ERROR_NOT_SUPPORTED
     assert child.eval("p.nvmlDeviceGetMigMode(h)") == [0, 0]  # an A30 is MIG-capable by default
     assert child.eval("p.nvmlDeviceGetMemoryInfo(h).used") == 0
+
+
+def test_symlinked_config_is_followed(pynvml_child, tmp_path):
+    """ConfigMap-style links change behind the link; the library stats on every call then."""
+    fake = fakenvml.FakeNvml.create(tmp_path / "data", [fakenvml.device(0, memory_used_mib=1)])
+    link = tmp_path / "config.json"
+    link.symlink_to(fake.config_path)
+    child = pynvml_child(fake, env={"FAKE_NVML_CONFIG": str(link)})
+    child.run("h = p.nvmlDeviceGetHandleByIndex(0)")
+    fake.update_device(0, memory_used_mib=2)
+    assert child.eval("p.nvmlDeviceGetMemoryInfo(h).used") == 2 * MIB
+
+
+def test_forked_child_and_parent_both_follow_changes(pynvml_child, tmp_path):
+    fake = fakenvml.FakeNvml.create(tmp_path, [fakenvml.device(0, memory_used_mib=1)])
+    child = pynvml_child(fake)
+    child.run("import os\n"
+              "h = p.nvmlDeviceGetHandleByIndex(0)\n"
+              "r, w = os.pipe()\n"
+              "go_r, go_w = os.pipe()\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    os.read(go_r, 1)\n"
+              "    os.write(w, str(p.nvmlDeviceGetMemoryInfo(h).used).encode())\n"
+              "    os._exit(0)\n")
+    fake.update_device(0, memory_used_mib=7)
+    child.run("os.write(go_w, b'x')\nforked = int(os.read(r, 64))\nos.waitpid(pid, 0)")
+    assert child.eval("forked") == 7 * MIB
+    # The forked process must not have consumed the parent's change notification.
+    assert child.eval("p.nvmlDeviceGetMemoryInfo(h).used") == 7 * MIB
