@@ -174,8 +174,16 @@ class VolcanoAllocator:
             for r in request.container_requests:
                 targets: tuple[str, ...] = ()
                 if resource.kind is ResourceKind.NUMBER:
-                    cands = [c for c in self._candidates(views, ResourceKind.NUMBER, r.allocation_size, [])
-                             if not c.tombstone]
+                    cands = self._live_candidates(views, r.allocation_size)
+                    if not cands:
+                        # The kubelet may be faster than our watch: one node-scoped LIST, as in Allocate.
+                        try:
+                            self.pods.resync()
+                            self.stats.resyncs += 1
+                        except KubeError as exc:
+                            log.warning("pod cache resync failed: %s", exc)
+                        views = self._current_views()
+                        cands = self._live_candidates(views, r.allocation_size)
                     if cands:
                         best = self._order(cands)[0]
                         targets = tuple(dict.fromkeys(d.uuid for d in best.devices))
@@ -184,6 +192,9 @@ class VolcanoAllocator:
                 out.append(pb.ContainerPreferredAllocationResponse(deviceIDs=preferred_ids(
                     r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size, key, targets, gpu_of)))
         return pb.PreferredAllocationResponse(container_responses=out)
+
+    def _live_candidates(self, views: Sequence[PodView], n: int) -> list[_Candidate]:
+        return [c for c in self._candidates(views, ResourceKind.NUMBER, n, None) if not c.tombstone]
 
     # ================================================================ the algorithm (§5.2)
 

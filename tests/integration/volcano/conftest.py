@@ -71,7 +71,7 @@ class Cluster:
         return self.store.create("pods", manifest, manifest["metadata"].get("namespace", "default"))
 
     def events(self, reason: str | None = None) -> list[dict[str, Any]]:
-        evs = self.store.list("events")["items"]
+        evs = self.store.list("events")
         return [e for e in evs if reason is None or e.get("reason") == reason]
 
     def admit(self, name: str, namespace: str = "default"):
