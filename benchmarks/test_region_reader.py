@@ -53,7 +53,7 @@ def test_native_reader_vs_pure_python(benchmark, hundred_files):
             assert [d.used_bytes for d in snap.devices] == [d["used_bytes"] for d in ref["devices"]] \
                 == [4 * 64 * MIB, 4 * 32 * MIB]
         ratio = ratio_gate(benchmark, native, pure_python, minimum=20,
-                           what="100 regions x 4 live x 2 devices, native vs pure Python", n=rounds(60))
+                           what="100 regions x 4 live x 2 devices, native vs pure Python", n=rounds(200))
         per_file = benchmark.stats.stats.median / len(regions)
         benchmark.extra_info["native_per_file_us"] = per_file * 1e6
         benchmark.extra_info["pure_python_per_file_us"] = per_file * ratio * 1e6

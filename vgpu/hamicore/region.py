@@ -304,14 +304,16 @@ class Region:
         component is protected against symlinks; the monitor passes a ``dir_fd`` it opened
         with ``O_NOFOLLOW``.
         """
-        name = os.fspath(path)
-        err = ffi.new("vgpu_region_error_t *")
         try:
+            name = os.fspath(path)
             encoded = os.fsencode(name)
         except (UnicodeError, TypeError) as exc:
-            raise RegionError(RegionErrorCode.ARG, str(name), f"unusable file name: {exc}") from None
+            raise RegionError(RegionErrorCode.ARG, repr(path), f"unusable file name: {exc}") from None
         if b"\0" in encoded:
             raise RegionError(RegionErrorCode.ARG, repr(name), "file name contains a NUL byte")
+        if dir_fd is not None and (isinstance(dir_fd, bool) or not isinstance(dir_fd, int) or dir_fd < 0):
+            raise RegionError(RegionErrorCode.ARG, str(name), f"dir_fd must be an open directory fd, got {dir_fd!r}")
+        err = ffi.new("vgpu_region_error_t *")
         fd = lib.vgpu_region_open(-1 if dir_fd is None else dir_fd, encoded, 1 if writable else 0, err)
         if fd < 0:
             raise _error(err, name)
@@ -344,7 +346,7 @@ class Region:
 
     def read_slot(self, index: int, device_num: int = 16) -> SlotInfo:
         """Slot ``index`` in detail (under the seqlock on v1.2); ``device_num`` devices listed."""
-        if not 0 <= index < 1024:
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1024:
             raise RegionError(RegionErrorCode.ARG, self.path, f"slot index {index} is out of range [0, 1024)")
         out = ffi.new("vgpu_region_slot_t *")
         err = ffi.new("vgpu_region_error_t *")
@@ -352,7 +354,7 @@ class Region:
             raise _error(err, self.path)
         devices = tuple(
             SlotDevice(u.context_size, u.module_size, u.data_size, u.offset, u.total, u.monitor_used, u.sm_util)
-            for u in (out.devices[d] for d in range(max(0, min(device_num, 16)))))
+            for u in (out.devices[d] for d in range(max(0, min(int(device_num), 16)))))
         return SlotInfo(index, out.pid, out.hostpid, out.status, bool(out.in_use), bool(out.consistent),
                         out.seqlock, devices)
 
@@ -370,13 +372,14 @@ class Region:
         self._write(layout, lib.VGPU_REGION_FIELD_RECENT_KERNEL, value)
 
     def _write(self, layout: Layout, field: int, value: int) -> None:
-        if not -(2**31) <= value < 2**31:
+        if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
             raise RegionError(RegionErrorCode.ARG, self.path, f"value {value} does not fit an int32")
         if not self.writable:
             raise RegionError(RegionErrorCode.ARG, self.path, "region was opened read-only")
-        err = ffi.new("vgpu_region_error_t *")
-        if lib.vgpu_region_write_feedback(self.fileno(), int(layout), field, value, err) < 0:
-            raise _error(err, self.path)
+        if not isinstance(layout, int) or layout not in _LAYOUTS:
+            raise RegionError(RegionErrorCode.ARG, self.path, f"unknown layout {layout!r}")
+        if lib.vgpu_region_write_feedback(self.fileno(), int(layout), field, value, self._err) < 0:
+            raise _error(self._err, self.path)
 
     def close(self) -> None:
         fd, self._fd = self._fd, -1

@@ -437,6 +437,25 @@ def test_feedback_write_needs_a_writable_open_and_an_int32(v12):
             region.write_recent_kernel(Layout.V1, 2**31)
 
 
+@pytest.mark.parametrize("call", [
+    lambda r, p: Region.open(None),
+    lambda r, p: Region.open(123.5),
+    lambda r, p: Region.open(str(p) + "\0x"),
+    lambda r, p: Region.open(p, dir_fd="x"),
+    lambda r, p: Region.open(p.name, dir_fd=987654),
+    lambda r, p: r.read_slot(1024),
+    lambda r, p: r.read_slot("0"),
+    lambda r, p: r.write_recent_kernel(Layout.V1, "1"),
+    lambda r, p: r.write_recent_kernel(99, 1),
+    lambda r, p: r.write_utilization_switch(Layout.V1, True),
+])
+def test_misuse_is_a_region_error_too(v12, call):
+    with Region.open(v12, writable=True) as region:
+        with pytest.raises(RegionError) as info:
+            call(region, v12)
+    assert info.value.code in (RegionErrorCode.ARG, RegionErrorCode.OPEN, RegionErrorCode.NOT_FOUND)
+
+
 def test_closed_region_raises_region_error(v12):
     region = Region.open(v12)
     region.close()
