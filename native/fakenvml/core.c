@@ -47,6 +47,14 @@ static void atfork_child(void)
     }
 }
 
+/* dlclose() of the last reference: do not leak the inotify descriptor. */
+__attribute__((destructor)) static void fake_unload(void)
+{
+    if (g_fake.inotify_fd >= 0)
+        close(g_fake.inotify_fd);
+    g_fake.inotify_fd = -1;
+}
+
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void install_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
 
