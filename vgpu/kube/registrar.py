@@ -133,7 +133,8 @@ class RegistrarPolicy:
         self.retry_at = -math.inf        # after a failed write, nothing before this
         self.failures = 0
         self.seq = 0                     # observations so far
-        self.stamp_seq = 0               # the observation that scheduled reply_at
+        self.stamp_seq = 0               # the latest observation of a new stamp …
+        self.stamp_t = 0.0               # … and when it was made
         self.missing_seq = 0             # the observation that found the key missing
 
     # ---------------------------------------------------------------- inputs
@@ -150,11 +151,11 @@ class RegistrarPolicy:
         if changed and hs is None and self.started:
             self.key_missing = True
             self.missing_seq = self.seq
-        elif changed and _is_stamp(hs) and self.mode is HandshakeMode.AUTO and self.started \
-                and self.reply_at is None:
-            self.t_obs = t
-            self.reply_at = t + REPLY_DELAY_S
-            self.stamp_seq = self.seq
+        elif changed and _is_stamp(hs) and self.mode is HandshakeMode.AUTO and self.started:
+            self.stamp_seq, self.stamp_t = self.seq, t
+            if self.reply_at is None:
+                self.t_obs = t
+                self.reply_at = t + REPLY_DELAY_S
         if hs is not None:
             self.key_missing = False
         self.observed_handshake = hs
@@ -232,9 +233,13 @@ class RegistrarPolicy:
             self.last_handshake_write = t
             # Only what was observed before the plan was made is answered by this write; a stamp
             # the watch delivered while the PATCH was in flight still gets its own reply.
-            if self.reply_at is not None and self.stamp_seq <= plan.seq:
-                self.reply_at = None
-                self.t_obs = None
+            if self.reply_at is not None:
+                if self.stamp_seq <= plan.seq:
+                    self.reply_at = None
+                    self.t_obs = None
+                else:  # a newer stamp arrived while the PATCH was in flight: answer it in turn
+                    self.t_obs = self.stamp_t
+                    self.reply_at = self.stamp_t + REPLY_DELAY_S
             if self.key_missing and self.missing_seq <= plan.seq:
                 self.key_missing = False
         self.started = True
