@@ -7,7 +7,9 @@ import pathlib
 
 from vgpu.hamicore.writer import RegionWriter
 
-FIXTURES = pathlib.Path("/work/shared/fixtures/hami-core")
+# shared/ lies beside the checkout (also in CI, which clones elsewhere and copies shared/ next to it).
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "hami-core"
 MIB = 2**20
 GIB = 2**30
 NOW = 1_800_000_000
