@@ -51,6 +51,7 @@ def decode(data: bytes) -> dict[str, Any]:
     sums = [[0] * 7 for _ in range(device_num)]  # total, context, module, data, offset, monitor, sm_util
     procs = [0] * device_num
     live = skipped = 0
+    saturated = False  # some per-device sum overflowed 64 bits (as the native reader's anomaly)
     # v1.2: a slot whose seqlock is odd is mid-write; in a static image it never settles.
     seqlocked = spec.layout is Layout.V1 and (minor or 0) >= 2
     for i in range(proc_num):
@@ -69,7 +70,9 @@ def decode(data: bytes) -> dict[str, Any]:
             sm = struct.unpack_from("<Q", data, spec.sm_util(i, d))[0] if spec.has_util else 0
             row = sums[d]
             for k, v in enumerate((total, context, module, dat, offset, monitor, sm)):
-                row[k] = min(row[k] + v, _U64_MAX)
+                row[k] += v
+                if row[k] > _U64_MAX:
+                    row[k], saturated = _U64_MAX, True
             if total > 0:
                 procs[d] += 1
     devices, invalid = [], []
@@ -91,6 +94,7 @@ def decode(data: bytes) -> dict[str, Any]:
         "proc_num": proc_num, "proc_num_raw": proc_num_raw, "live_procs": live, "skipped_slots": skipped,
         "utilization_switch": sw, "recent_kernel": rk, "priority": prio, "last_kernel_time": last_kernel,
         "limits": limits, "sm_limits": sm_limits, "devices": devices, "invalid_uuid_devices": invalid,
+        "sm_init_flag": struct.unpack_from("<i", data, spec.off_sm_init_flag)[0], "saturated": saturated,
     }
 
 
