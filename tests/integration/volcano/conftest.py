@@ -13,6 +13,7 @@ import pathlib
 import random
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,11 @@ UUID1 = "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c"
 
 def a100(index: int, uuid: str | None = None) -> dict[str, Any]:
     return fakenvml.device(index, uuid=uuid)
+
+
+def a10(index: int) -> dict[str, Any]:
+    """24 GiB: four of them stay under the 4 MiB ListAndWatch limit at gpuMemoryFactor 1."""
+    return fakenvml.device(index, name="NVIDIA A10", memory_total_mib=24576, mig_capable=False)
 
 
 @dataclass
@@ -84,6 +90,21 @@ def wait_registered(api: ApiServer, timeout: float = 30.0) -> str:
         timeout, "the plugin's register annotation")
 
 
+def _wait_plugins(kubelet: FakeKubelet, plugin: PluginProcess, timeout: float = 30.0) -> None:
+    """Wait for the three registrations, failing at once (with the log) if the plugin exits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kubelet.wait_for_plugins(NAMES, timeout=0.5)
+            return
+        except TimeoutError:
+            assert plugin.proc is not None
+            if plugin.proc.poll() is not None:
+                raise AssertionError(f"vgpu plugin exited with {plugin.proc.returncode}:\n{plugin.log()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise
+
+
 @pytest.fixture
 def hook_path(tmp_path: pathlib.Path) -> pathlib.Path:
     d = tmp_path / "hook"
@@ -123,7 +144,7 @@ def cluster_factory(tmp_path: pathlib.Path, apiserver: ApiServer, hook_path: pat
         api_client = apiserver.api_client()
         made.append((kubelet, plugin, sock_dir, api_client))
         plugin.start()
-        kubelet.wait_for_plugins(NAMES, timeout=30)
+        _wait_plugins(kubelet, plugin)
         update_node_resources(apiserver.store, NODE, node_status_from_kubelet(kubelet, NAMES))
         if wait_register:
             wait_registered(apiserver)
@@ -137,7 +158,8 @@ def cluster_factory(tmp_path: pathlib.Path, apiserver: ApiServer, hook_path: pat
         kubelet.stop()
         api_client.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
-        print(f"--- plugin log ({plugin.log_path}) ---\n{plugin.log()[-8000:]}")
+        lines = [ln if len(ln) < 400 else ln[:400] + " …" for ln in plugin.log().splitlines()]
+        print(f"--- plugin log ({plugin.log_path}) ---\n" + "\n".join(lines[-80:]))
 
 
 @pytest.fixture
