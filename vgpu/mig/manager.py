@@ -151,7 +151,7 @@ class MigManager:
         if entry is None:
             raise MigGpuUnavailable(f"no knownMigGeometries entry matches GPU {uuid} ({name})")
         cached = self._gpus.get(uuid)
-        if cached is not None and cached.entry == entry and cached.name == name:
+        if cached is not None and cached.name == name and (cached.entry is entry or cached.entry == entry):
             return cached
         catalog = self._catalogs.get(uuid)
         if catalog is None:
