@@ -1,0 +1,60 @@
+"""`vgpu monitor`: flags and environment variables (monitor-metrics.md §7, config.md §5.2).
+
+Flag > env var (non-empty) > default.  ``--device-config`` is accepted for the MIG identity
+family; this build does not export ``hami_mig_device_info`` yet (see README "Monitor").
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Mapping
+
+from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
+from vgpu.monitor.daemon import EXIT_CONFIG, MonitorDaemon, MonitorOptions
+
+log = logging.getLogger(__name__)
+
+# flag dest -> (env var, default, help)
+SETTINGS: dict[str, tuple[str, str | None, str]] = {
+    "listen": ("VGPU_LISTEN", "0.0.0.0:9394", "HOST:PORT of the /metrics endpoint (port 0: any free port)"),
+    "node_name": ("NODE_NAME", None, "this node's name (required; from the downward API)"),
+    "hook_path": ("HOOK_PATH", DEFAULT_HOOK_PATH, "HAMi-core files; regions are scanned under <hook-path>/containers"),
+    "kubeconfig": ("KUBECONFIG", None, "kubeconfig for the API server (default: in-cluster service account)"),
+    "nvml_library": ("VGPU_NVML_LIBRARY", None, "libnvidia-ml.so.1 to load (default: the system's)"),
+    "device_config": ("DEVICE_CONFIG", "/config/device-config.yaml", "device-config.yaml (MIG info only)"),
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "monitor", help="Prometheus exporter on :9394 and the 5-second priority feedback loop",
+        description="Serve per-container GPU usage (legacy Volcano and HAMi v2.10 metric families) and host "
+        "GPU metrics at /metrics, and run the HAMi-core priority feedback loop every 5 s. "
+        "SIGTERM stops.")
+    for dest, (env, default, text) in SETTINGS.items():
+        shown = f"default {default}" if default else "no default"
+        p.add_argument("--" + dest.replace("_", "-"), dest=dest, default=None, metavar=env,
+                       help=f"{text} [env {env}; {shown}]")
+    p.add_argument("--legacy-metrics", action=argparse.BooleanOptionalAction, default=True,
+                   help="export the legacy Volcano families (HostGPUMemoryUsage, vGPU_device_*, Device_*)")
+    p.add_argument("--hami-metrics", action=argparse.BooleanOptionalAction, default=True,
+                   help="export the HAMi v2.10 hami_* families")
+    p.set_defaults(func=main)
+
+
+def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> MonitorOptions:
+    """Flag > env var (non-empty) > default."""
+    values = {dest: getattr(args, dest, None) or environ.get(env) or default
+              for dest, (env, default, _text) in SETTINGS.items()}
+    return MonitorOptions(legacy_metrics=args.legacy_metrics, hami_metrics=args.hami_metrics, **values)
+
+
+def main(args: argparse.Namespace) -> int:
+    opts = resolve(args, os.environ)
+    if not opts.node_name:
+        log.error("vgpu monitor: the node name is required (--node-name or NODE_NAME)")
+        return EXIT_CONFIG
+    daemon = MonitorDaemon(opts)
+    daemon.install_signal_handlers()
+    return daemon.run()

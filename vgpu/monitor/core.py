@@ -1,0 +1,307 @@
+"""The monitor without its process shell: the 5-second loop, the collectors and /metrics rendering.
+
+:class:`Monitor` owns discovery (scan + inotify), GC, the feedback loop and the collector
+registry.  It takes its pod source and host-GPU source as arguments, so tests and benchmarks
+drive it with :class:`vgpu.monitor.pods.StaticPods` or a real watch, the real fake NVML, and a
+fake clock; :mod:`vgpu.monitor.daemon` wires it to the API server, NVML and HTTP.
+
+Every ``interval_s`` (5 s, the feedback period libvgpu's ``recent_kernel`` countdown assumes):
+GC of stale directories, a discovery scan, then one feedback pass.  Between ticks, an inotify
+event on the containers root or a container directory triggers an extra discovery scan (at most
+one per ``EVENT_SCAN_GAP_S``); feedback stays on the fixed period.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from prometheus_client.registry import CollectorRegistry
+
+from vgpu.hamicore.region import RegionError
+from vgpu.monitor import inotify
+from vgpu.monitor.collectors import ContainerCollector, HostCollector, SelfCollector
+from vgpu.monitor.discovery import Discovery, ScanResult
+from vgpu.monitor.exposition import render
+from vgpu.monitor.feedback import RECENT_KERNEL, FeedbackInput, FeedbackWrite, plan_feedback
+from vgpu.monitor.host import HostSource
+from vgpu.monitor.pods import PodLookup
+from vgpu.monitor.stats import MonitorStats
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 5.0
+EVENT_SCAN_GAP_S = 0.25      # inotify-triggered scans: at most one per this gap
+INITIALISING_RETRY_S = 1.0   # a file without its magic yet: look again this soon
+MAX_DIR_WATCHES = 4096
+
+
+@dataclass
+class TickResult:
+    scan: ScanResult
+    removed: list[str] = field(default_factory=list)
+    writes: list[FeedbackWrite] = field(default_factory=list)
+
+
+class Monitor:
+    """Discovery, GC, feedback and the metrics registry for one ``$HOOK_PATH``."""
+
+    def __init__(self, hook_path: str, pods: PodLookup, host: HostSource | None, node_name: str, *,
+                 legacy: bool = True, hami: bool = True, clock: Callable[[], float] = time.time,
+                 interval_s: float = INTERVAL_S, use_inotify: bool = True):
+        self.containers_root = os.path.join(hook_path, "containers")
+        self.pods = pods
+        self.host = host
+        self.node_name = node_name
+        self.clock = clock
+        self.interval_s = interval_s
+        self.stats = MonitorStats()
+        self._inotify = inotify.Inotify.create() if use_inotify else None
+        self._root_wd: int | None = None
+        self._dir_wds: dict[str, int] = {}
+        self._wd_dirs: dict[int, str] = {}
+        self._watch_limit_logged = False
+        self.discovery = Discovery(self.containers_root, clock=clock,
+                                   on_directory=self._watch_dir if self._inotify else None)
+        self.registry = CollectorRegistry(auto_describe=False)
+        if host is not None:
+            self.registry.register(HostCollector(host, node_name, legacy=legacy, hami=hami))
+        self.registry.register(ContainerCollector(self.discovery, pods, self.stats, legacy=legacy, hami=hami,
+                                                  clock=clock))
+        self.registry.register(SelfCollector(self.stats, pods, host))
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._thread: threading.Thread | None = None
+        self._last_scan = 0.0
+
+    # ------------------------------------------------------------------ scrape
+
+    def render_metrics(self) -> bytes:
+        """One scrape: collect every family and render text 0.0.4 (never waits on the API)."""
+        t0 = time.perf_counter()
+        body = render(self.registry.collect())
+        self.stats.observe_scrape(time.perf_counter() - t0)
+        return body
+
+    # ------------------------------------------------------------------ tick parts
+
+    def scan(self) -> ScanResult:
+        t0 = time.perf_counter()
+        result = self.discovery.scan()
+        if self._inotify is not None and self._root_wd is None and result.ok:
+            self._watch_root()  # after the scan: it creates a missing root
+        self._last_scan = time.monotonic()
+        s = self.stats
+        with s.lock:
+            s.scans += 1
+            s.last_scan_seconds = time.perf_counter() - t0
+            if not result.ok:
+                s.scan_failures += 1
+            else:
+                s.files_tracked = result.tracked
+                s.files_initialising = result.initialising
+                s.directories = result.directories
+                s.rejected_now = dict(result.rejected)
+                s.rejected_total.update(result.new_rejections)
+        return result
+
+    def collect_garbage(self) -> list[str]:
+        removed = self.discovery.collect_garbage(self.pods)
+        if removed:
+            with self.stats.lock:
+                self.stats.gc_removed += len(removed)
+        return removed
+
+    def feedback(self) -> list[FeedbackWrite]:
+        """One feedback pass over every tracked region (§5); returns the writes made."""
+        disc = self.discovery
+        done: list[FeedbackWrite] = []
+        errors = 0
+        with disc.lock:
+            inputs = []
+            for t in disc.tracked.values():
+                try:
+                    snap = t.region.read()
+                except RegionError as exc:
+                    errors += 1
+                    log.debug("feedback: %s", exc)
+                    continue
+                inputs.append(FeedbackInput(t, snap.recent_kernel, snap.utilization_switch, snap.priority,
+                                            tuple(d.uuid for d in snap.devices)))
+            for w in plan_feedback(inputs):
+                t = w.key
+                if not t.writable:
+                    continue
+                try:
+                    if w.field == RECENT_KERNEL:
+                        t.region.write_recent_kernel(t.layout, w.new)
+                    else:
+                        t.region.write_utilization_switch(t.layout, w.new)
+                except RegionError as exc:
+                    errors += 1
+                    log.warning("feedback write of %s=%d failed: %s", w.field, w.new, exc)
+                    continue
+                done.append(w)
+        with self.stats.lock:
+            self.stats.feedback_errors += errors
+            for w in done:
+                self.stats.feedback_writes[w.field] += 1
+        return done
+
+    def tick(self) -> TickResult:
+        """GC, then a scan, then one feedback pass."""
+        removed = self.collect_garbage()
+        result = TickResult(self.scan(), removed)
+        result.writes = self.feedback()
+        with self.stats.lock:
+            self.stats.last_tick_monotonic = time.monotonic()
+        return result
+
+    # ------------------------------------------------------------------ inotify
+
+    def _watch_root(self) -> None:
+        assert self._inotify is not None
+        try:
+            self._root_wd = self._inotify.add_watch(
+                self.containers_root, inotify.DIR_EVENTS | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)
+        except OSError:
+            self._root_wd = None  # missing or a symlink: the scan reports it; retried next scan
+
+    def _watch_dir(self, name: str, dfd: int) -> None:
+        """Discovery hook: watch a container directory through the fd it opened (no path lookup)."""
+        if name in self._dir_wds or self._inotify is None:
+            return
+        if len(self._dir_wds) >= MAX_DIR_WATCHES:
+            return
+        try:
+            wd = self._inotify.add_watch(f"/proc/self/fd/{dfd}", inotify.DIR_EVENTS | inotify.IN_ONLYDIR)
+        except OSError as exc:
+            if not self._watch_limit_logged:
+                self._watch_limit_logged = True
+                log.info("cannot watch container directories with inotify (%s); the periodic scan still "
+                         "finds everything", exc.strerror)
+            return
+        old = self._wd_dirs.get(wd)
+        if old is not None and old != name:
+            self._dir_wds.pop(old, None)
+        self._dir_wds[name] = wd
+        self._wd_dirs[wd] = name
+
+    def _handle_events(self) -> bool:
+        """Drain inotify; True when a scan is warranted."""
+        assert self._inotify is not None
+        try:
+            events = self._inotify.read_events()
+        except OSError as exc:
+            log.warning("reading inotify events failed: %s", exc)
+            return True
+        wanted = False
+        for ev in events:
+            if ev.mask & inotify.IN_IGNORED:
+                if ev.wd == self._root_wd:
+                    self._root_wd = None
+                name = self._wd_dirs.pop(ev.wd, None)
+                if name is not None and self._dir_wds.get(name) == ev.wd:
+                    del self._dir_wds[name]
+                wanted = True
+            elif ev.mask & (inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF) and ev.wd == self._root_wd:
+                self._inotify.rm_watch(ev.wd)
+                self._root_wd = None
+                wanted = True
+            else:
+                wanted = True
+        return wanted
+
+    # ------------------------------------------------------------------ loop
+
+    def start(self) -> Monitor:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="monitor-loop", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def close(self) -> None:
+        self.stop()
+        self.discovery.close()
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def healthy(self) -> tuple[bool, str]:
+        """Alive and ticking: the last tick is at most three intervals old."""
+        if not self.running:
+            return False, "monitor loop is not running"
+        with self.stats.lock:
+            last = self.stats.last_tick_monotonic
+        age = time.monotonic() - last
+        if last == 0.0 or age > 3 * self.interval_s:
+            return False, f"last tick {age:.1f} s ago"
+        return True, "ok"
+
+    def _run(self) -> None:
+        with self.stats.lock:
+            last = self.stats.last_tick_monotonic
+        next_tick = last + self.interval_s if last else time.monotonic()  # a tick before start() counts
+        next_scan: float | None = None
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_tick:
+                try:
+                    result = self.tick()
+                    if result.scan.initialising:
+                        next_scan = time.monotonic() + INITIALISING_RETRY_S
+                except Exception:  # noqa: BLE001 - the loop must outlive any surprise
+                    log.exception("monitor tick failed")
+                next_tick += self.interval_s
+                if next_tick <= time.monotonic():
+                    next_tick = time.monotonic() + self.interval_s
+                continue
+            if next_scan is not None and now >= next_scan:
+                next_scan = None
+                try:
+                    if self.scan().initialising:
+                        next_scan = time.monotonic() + INITIALISING_RETRY_S
+                except Exception:  # noqa: BLE001
+                    log.exception("monitor scan failed")
+                continue
+            deadline = next_tick if next_scan is None else min(next_tick, next_scan)
+            fds = [self._wake_r]
+            if self._inotify is not None:
+                fds.append(self._inotify.fileno())
+            try:
+                ready, _, _ = select.select(fds, [], [], max(0.0, deadline - now))
+            except InterruptedError:
+                continue
+            if self._wake_r in ready:
+                try:
+                    os.read(self._wake_r, 64)
+                except OSError:
+                    pass
+            if self._inotify is not None and self._inotify.fileno() in ready and self._handle_events():
+                earliest = self._last_scan + EVENT_SCAN_GAP_S
+                if next_scan is None or next_scan > earliest:
+                    next_scan = max(time.monotonic(), earliest)

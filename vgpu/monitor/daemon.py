@@ -1,0 +1,134 @@
+"""`vgpu monitor` as a process: API access, NVML, the monitor loop and the HTTP endpoint.
+
+Startup order (each step logs what it did):
+1. the Kubernetes client (``--kubeconfig`` or in-cluster; no usable configuration is a startup
+   error) and the node-scoped pod watch; we wait up to ``POD_SYNC_WAIT_S`` for its first LIST so
+   the first scrapes carry pod names, and continue regardless (an API outage never stops the
+   monitor: unknown pods are exported by UID and GC waits until the list is complete);
+2. NVML, initialised once: discovery of the GPUs' identities plus the cffi sampler.  If NVML
+   cannot be initialised, the host families are omitted, a warning is logged once, and container
+   metrics and the feedback loop keep working (§7);
+3. a first tick (GC, scan, feedback), then the 5-second loop;
+4. the HTTP server on ``--listen`` — its log line names the bound address (``:0`` picks a port).
+
+SIGTERM/SIGINT stop everything and exit 0.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from types import FrameType
+
+from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
+from vgpu.kube.client import KubeClient, KubeConfigError
+from vgpu.monitor.core import INTERVAL_S, Monitor
+from vgpu.monitor.host import DEFAULT_BOUND_S, HostGpu, HostSource
+from vgpu.monitor.pods import WatchedPods
+from vgpu.monitor.server import ListenAddressError, MetricsServer
+from vgpu.nvml.discovery import discover_gpus
+from vgpu.nvml.errors import NvmlError
+from vgpu.nvml.sampler import Sampler
+
+log = logging.getLogger(__name__)
+
+EXIT_CONFIG = 2
+EXIT_RUNTIME = 1
+POD_SYNC_WAIT_S = 5.0
+
+
+@dataclass(frozen=True)
+class MonitorOptions:
+    node_name: str
+    hook_path: str = DEFAULT_HOOK_PATH
+    listen: str = "0.0.0.0:9394"
+    kubeconfig: str | None = None
+    nvml_library: str | None = None
+    device_config: str = "/config/device-config.yaml"
+    legacy_metrics: bool = True
+    hami_metrics: bool = True
+    interval_s: float = INTERVAL_S
+    nvml_bound_s: float = DEFAULT_BOUND_S
+
+
+def open_host_source(library: str | None, bound_s: float) -> HostSource | None:
+    """NVML once at startup; None (with one warning) when it cannot be initialised."""
+    try:
+        gpus = [HostGpu.of(g) for g in discover_gpus(library)]
+        sampler = Sampler(library, max_processes=0)
+    except (NvmlError, OSError) as exc:
+        log.warning("NVML is not available: %s -- host GPU metrics are omitted; container metrics and the "
+                    "feedback loop keep working", exc)
+        return None
+    log.info("NVML: %d GPU(s): %s", len(gpus), ", ".join(f"{g.index}={g.uuid} ({g.name})" for g in gpus))
+    return HostSource(sampler, gpus, bound_s=bound_s).start()
+
+
+class MonitorDaemon:
+    def __init__(self, opts: MonitorOptions):
+        self.opts = opts
+        self._stop = threading.Event()
+        self.pods: WatchedPods | None = None
+        self.host: HostSource | None = None
+        self.monitor: Monitor | None = None
+        self.server: MetricsServer | None = None
+        self._client: KubeClient | None = None
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            log.info("received %s; stopping", signal.Signals(signum).name)
+            self._stop.set()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> int:
+        o = self.opts
+        try:
+            self._client = KubeClient.from_kubeconfig(o.kubeconfig, user_agent="vgpu-monitor")
+        except KubeConfigError as exc:
+            log.error("vgpu monitor: %s", exc)
+            return EXIT_CONFIG
+        try:
+            self.pods = WatchedPods(self._client, o.node_name).start()
+            if self.pods.wait_synced(POD_SYNC_WAIT_S):
+                log.info("pod watch on node %s synced: %d pod(s)", o.node_name, len(self.pods))
+            else:
+                log.warning("pod watch on node %s not synced after %.0f s; continuing (unknown pods are "
+                            "exported by UID, GC waits)", o.node_name, POD_SYNC_WAIT_S)
+            self.host = open_host_source(o.nvml_library, o.nvml_bound_s)
+            self.monitor = Monitor(o.hook_path, self.pods, self.host, o.node_name, legacy=o.legacy_metrics,
+                                   hami=o.hami_metrics, interval_s=o.interval_s)
+            self.monitor.tick()
+            self.monitor.start()
+            try:
+                self.server = MetricsServer(o.listen, self.monitor.render_metrics, self.monitor.healthy).start()
+            except ListenAddressError as exc:
+                log.error("vgpu monitor: %s", exc)
+                return EXIT_CONFIG
+            except OSError as exc:
+                log.error("vgpu monitor: cannot listen on %s: %s", o.listen, exc.strerror or exc)
+                return EXIT_RUNTIME
+            log.info("serving metrics on http://%s:%d/metrics (containers root %s, node %s)",
+                     self.server.host, self.server.port, self.monitor.containers_root, o.node_name)
+            self._stop.wait()
+            return 0
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        if self.monitor is not None:
+            self.monitor.close()
+        if self.host is not None:
+            self.host.stop()
+        if self.pods is not None:
+            self.pods.stop()
+        if self._client is not None:
+            self._client.close()
+        log.info("vgpu monitor stopped")

@@ -1,0 +1,135 @@
+"""Pod mapping for the monitor: this node's pods by UID, from the node-scoped watch (decision 8).
+
+The monitor never calls the API while serving a scrape (known-failures M-9): a scrape does one
+``dict.get`` per container directory on :class:`PodIndex`, which the watch thread keeps current
+through the listener of :func:`vgpu.kube.caches.node_pod_cache` (one informer, field selector
+``spec.nodeName``, no label selector — so pods without any HAMi label are mapped, M-5).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from vgpu.kube.caches import node_pod_cache
+from vgpu.kube.client import KubeClient
+from vgpu.kube.watchcache import WatchCache
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    containers: frozenset[str]  # names in spec.containers
+    terminal: bool              # phase Succeeded or Failed: no container metrics, GC may remove (§4.3, §6.3)
+    annotations: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> PodInfo | None:
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid")
+        if not isinstance(uid, str) or not uid:
+            return None
+        spec = obj.get("spec") or {}
+        containers = frozenset(str(c.get("name")) for c in (spec.get("containers") or [])
+                               if isinstance(c, dict) and c.get("name"))
+        phase = (obj.get("status") or {}).get("phase")
+        ann = meta.get("annotations") or {}
+        return cls(uid, str(meta.get("namespace") or ""), str(meta.get("name") or ""), containers,
+                   phase in TERMINAL_PHASES,
+                   tuple(sorted((str(k), str(v)) for k, v in ann.items())) if isinstance(ann, dict) else ())
+
+    def annotation(self, key: str) -> str | None:
+        for k, v in self.annotations:
+            if k == key:
+                return v
+        return None
+
+
+class PodLookup(Protocol):
+    """What the monitor needs to know about pods."""
+
+    @property
+    def synced(self) -> bool:
+        """True once the pod list is complete (GC waits for it, §6.3 rule 1)."""
+
+    def get(self, uid: str) -> PodInfo | None: ...
+
+    def pods(self) -> list[PodInfo]: ...
+
+
+class PodIndex:
+    """UID → :class:`PodInfo`, fed by watch events.  Lock-free reads (one ``dict.get``)."""
+
+    def __init__(self) -> None:
+        self._by_uid: dict[str, PodInfo] = {}
+        self._synced = False
+        self._lock = threading.Lock()  # writers only
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    def get(self, uid: str) -> PodInfo | None:
+        return self._by_uid.get(uid)
+
+    def pods(self) -> list[PodInfo]:
+        return list(self._by_uid.values())
+
+    def __len__(self) -> int:
+        return len(self._by_uid)
+
+    def apply(self, kind: str, obj: dict[str, Any]) -> None:
+        info = PodInfo.from_object(obj)
+        if info is None:
+            return
+        with self._lock:
+            if kind == "DELETED":
+                self._by_uid.pop(info.uid, None)
+            else:
+                self._by_uid[info.uid] = info
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        fresh = {}
+        for obj in objects:
+            info = PodInfo.from_object(obj)
+            if info is not None:
+                fresh[info.uid] = info
+        with self._lock:
+            self._by_uid = fresh  # one reference swap: readers see the old or the new map
+            self._synced = True
+
+
+class StaticPods(PodIndex):
+    """A fixed, synced set of pods (tests, benchmarks and ``vgpu demo`` without an API server)."""
+
+    def __init__(self, pods: list[dict[str, Any]] | None = None) -> None:
+        super().__init__()
+        self.replace(pods or [])
+
+
+class WatchedPods(PodIndex):
+    """:class:`PodIndex` kept current by the node-scoped pod watch of :mod:`vgpu.kube`."""
+
+    def __init__(self, client: KubeClient, node_name: str) -> None:
+        super().__init__()
+        self.cache: WatchCache = node_pod_cache(client, node_name, listener=self._on_event)
+
+    def _on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "SYNC":  # a (re-)LIST replaced the cache contents
+            self.replace(self.cache.items())
+        else:
+            self.apply(kind, obj)
+
+    def start(self) -> WatchedPods:
+        self.cache.start()
+        return self
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self.cache.wait_synced(timeout) and self._synced
+
+    def stop(self) -> None:
+        self.cache.stop()
