@@ -11,7 +11,7 @@ import yaml
 from vgpu.config.device_config import default_device_config
 from vgpu.config.loader import parse_device_config, parse_node_config
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES, geometries_as_data
-from vgpu.config.model import MODE_HAMI_CORE, MODE_MIG
+from vgpu.config.model import MODE_HAMI_CORE, MODE_MIG, MigGeometryEntry, MigGroup, MigTemplate
 
 from . import manifests as m
 
@@ -24,13 +24,35 @@ def _device_text(docs) -> str:
     return m.configmap_data(docs, "volcano-vgpu-device-config")["device-config.yaml"]
 
 
-@pytest.mark.parametrize("kustomization", ["base", *m.OVERLAYS])
+@pytest.mark.parametrize("kustomization", ["base", "overlays/volcano-1.15"])
 def test_device_config_parses_cleanly_and_equals_the_built_in_defaults(kustomization):
     text = _device_text(m.render(kustomization))
     cfg, warnings = parse_device_config(text, "device-config.yaml")
     assert warnings == []
     assert replace(cfg, source="") == replace(default_device_config(), source="")
     assert cfg.known_mig_geometries == DEFAULT_KNOWN_MIG_GEOMETRIES
+
+
+# mig.md §2.1, "suggested entries": H100 80GB with NVML's instance sizes.
+H100_80GB = MigGeometryEntry(models=("H100 80GB HBM3",), groups=(
+    MigGroup("group1", (MigTemplate("1g.10gb", 9984, 7),)),
+    MigGroup("group2", (MigTemplate("2g.20gb", 20096, 3), MigTemplate("1g.10gb", 9984, 1))),
+    MigGroup("group3", (MigTemplate("3g.40gb", 40448, 2),)),
+    MigGroup("group4", (MigTemplate("7g.80gb", 81152, 1),)),
+))
+
+
+def test_mig_overlay_device_config_is_the_base_plus_an_h100_entry():
+    text = _device_text(m.render("overlays/mig"))
+    cfg, warnings = parse_device_config(text, "device-config.yaml")
+    assert warnings == []
+    assert replace(cfg, source="") == replace(default_device_config(), source="",
+                                              known_mig_geometries=DEFAULT_KNOWN_MIG_GEOMETRIES + (H100_80GB,))
+    # The patch repeats the whole file: apart from the new entry it must not drift from the base.
+    overlay = yaml.safe_load(text)["nvidia"]
+    base = yaml.safe_load(_device_text(m.single_file_docs()))["nvidia"]
+    overlay["knownMigGeometries"] = overlay["knownMigGeometries"][:-1]
+    assert overlay == base
 
 
 def test_device_config_spells_out_every_key_volcano_reads():
