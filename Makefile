@@ -9,7 +9,7 @@ FAKENVML_SRC := $(wildcard native/fakenvml/*.c) $(wildcard native/fakenvml/*.h) 
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/*.cdef) native/build_native.py
 PYTEST_ARGS ?=
 
-.PHONY: all install fakenvml test bench bench-quick clean proto manifests
+.PHONY: all install fakenvml test bench bench-quick bench-readme clean proto manifests
 
 all: install fakenvml
 
@@ -46,12 +46,19 @@ $(FAKENVML): $(FAKENVML_SRC)
 test: install fakenvml
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Benchmarks with the gates of benchmarks/gates.toml: writes $(BENCH_OUT)/results.json (pytest-benchmark)
+# and summary.md; fails if a gate fails or (no PYTEST_ARGS) a declared gate did not run.
+BENCH_OUT ?= build/bench
 bench: install fakenvml
-	$(PY) -m pytest benchmarks -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m benchmarks.run --out $(BENCH_OUT) $(if $(PYTEST_ARGS),,--require-all) -- benchmarks $(PYTEST_ARGS)
 
-# CI mode: fewer rounds, same ratio gates.
+# CI mode: fewer rounds, same gates.
 bench-quick: install fakenvml
-	VGPU_BENCH_QUICK=1 $(PY) -m pytest benchmarks -p no:cacheprovider -q $(PYTEST_ARGS)
+	$(PY) -m benchmarks.run --quick --out $(BENCH_OUT)/quick $(if $(PYTEST_ARGS),,--require-all) -- benchmarks -q $(PYTEST_ARGS)
+
+# README "Performance": the table of the last full `make bench` (refuses a quick run's summary).
+bench-readme: install
+	$(PY) -m benchmarks.summary --readme README.md $(BENCH_OUT)/summary.md
 
 clean:
 	rm -rf build vgpu/_native*.so vgpu/_native.c *.egg-info

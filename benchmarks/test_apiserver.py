@@ -53,7 +53,7 @@ def test_node_filtered_list_vs_full_list(benchmark, server):
     try:
         assert len(filtered()) == PODS // NODES
         assert len(full()) == PODS
-        ratio_gate(benchmark, filtered, full, minimum=3.0, n=rounds(50),
+        ratio_gate(benchmark, filtered, full, "apiserver.node_filtered_list", n=rounds(50),
                    what="LIST pods spec.nodeName=node-7 (100 of 5,000) vs LIST all pods")
     finally:
         conn.close()

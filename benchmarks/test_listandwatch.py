@@ -69,7 +69,7 @@ def test_initial_message_encode(benchmark):
     print(f"\nvgpu-memory initial ListAndWatch, 8 x H200 at factor {FACTOR}: {len(all_ids)} devices, "
           f"{len(payload)} bytes ({len(payload) / KUBELET_MAX_RECEIVE_BYTES:.0%} of the 4 MiB limit; "
           f"factor 6: {at6} bytes)")
-    ratio_gate(benchmark, ours, lambda: _naive_objects(all_ids), minimum=3.0,
+    ratio_gate(benchmark, ours, lambda: _naive_objects(all_ids), "listandwatch.initial_encode",
                what="initial message: direct wire encoding vs protobuf Device objects", n=rounds(20))
 
 
@@ -95,5 +95,5 @@ def test_resend_after_health_change(benchmark):
     ours()
     assert memory.snapshot()[1] == baseline()
     benchmark.extra_info["message_bytes"] = len(memory.snapshot()[1])
-    ratio_gate(benchmark, ours, baseline, minimum=10.0,
+    ratio_gate(benchmark, ours, baseline, "listandwatch.resend",
                what="health-change re-send: cached per-GPU blocks vs protobuf rebuild", n=rounds(30))

@@ -101,11 +101,11 @@ def test_devices_to_allocate_8x8(benchmark):
     ratio_gate(benchmark,
                lambda: encode_pod_devices(decode_pod_devices(POD_VALUE)),
                lambda: naive_encode_pod(naive_decode_pod(POD_VALUE)),
-               minimum=0.6, what="devices-to-allocate 8x8 decode+encode", n=rounds(2000))
+               "protocol.devices_to_allocate", what="devices-to-allocate 8x8 decode+encode", n=rounds(2000))
 
 
 def test_register_8_gpus(benchmark):
     ratio_gate(benchmark,
                lambda: encode_register(decode_register(REGISTER_VALUE)),
                lambda: naive_encode_register(naive_decode_register(REGISTER_VALUE)),
-               minimum=0.6, what="register 8 GPUs decode+encode", n=rounds(2000))
+               "protocol.register", what="register 8 GPUs decode+encode", n=rounds(2000))

@@ -2,9 +2,11 @@
 
 1. 100 container files x 4 live processes x 2 devices (v1.2, seqlocked): the native reader
    through its public API (``Region.read()`` on fds kept open, as the monitor does) against a
-   straightforward pure-Python reader (open, read the file, ``struct.unpack``).  Gate: >= 20x.
+   straightforward pure-Python reader (open, read the file, ``struct.unpack``).  Gate
+   ``region.native_vs_python`` (gates.toml: >= 20x).
 2. The cost follows the live slots, not the 1,024-slot capacity: the same 1,024-slot file read
-   with 4 live slots against all 1,024 live.  Gate: >= 10x (a capacity-bound reader would be ~1x).
+   with 4 live slots against all 1,024 live.  Gate ``region.live_slots``
+   (>= 10x; a capacity-bound reader would be ~1x).
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def test_native_reader_vs_pure_python(benchmark, hundred_files):
         for snap, ref in zip(native(), pure_python(), strict=True):
             assert [d.used_bytes for d in snap.devices] == [d["used_bytes"] for d in ref["devices"]] \
                 == [4 * 64 * MIB, 4 * 32 * MIB]
-        ratio = ratio_gate(benchmark, native, pure_python, minimum=20,
+        ratio = ratio_gate(benchmark, native, pure_python, "region.native_vs_python",
                            what="100 regions x 4 live x 2 devices, native vs pure Python", n=rounds(200))
         per_file = benchmark.stats.stats.median / len(regions)
         benchmark.extra_info["native_per_file_us"] = per_file * 1e6
@@ -104,7 +106,7 @@ def test_cost_follows_live_slots_not_capacity(benchmark, tmp_path):
         for live, us, preads, nbytes in table:
             print(f"  {live:5d} -> {us:8.1f} us  {preads:4d} preads  {nbytes:9d} bytes")
         benchmark.extra_info["by_live_slots"] = {str(live): us for live, us, _, _ in table}
-        ratio_gate(benchmark, a.read, b.read, minimum=10,
+        ratio_gate(benchmark, a.read, b.read, "region.live_slots",
                    what="1,024-slot file: 4 live slots vs 1,024 live slots", n=rounds(200))
     # A capacity-bound reader would read everything either way; ours reads a small fraction.
     assert table[1][3] < 0.02 * layouts.V1.file_size
