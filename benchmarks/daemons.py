@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -42,6 +43,11 @@ class Daemon:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_for_log(self, pattern: str, timeout: float) -> re.Match[str]:
+        """The first match of ``pattern`` in the log, once it appears (polled, with a deadline)."""
+        rx = re.compile(pattern)
+        return wait_for(lambda: rx.search(self.log()), timeout, f"/{pattern}/ in the log", self)
 
     def assert_running(self) -> None:
         assert self.proc is not None and self.proc.poll() is None, \

@@ -15,6 +15,7 @@ allocation latency.  Quick mode runs the same 1,000 (about 15 s here).
 """
 from __future__ import annotations
 
+import http.client
 import pathlib
 import shutil
 import tempfile
@@ -26,6 +27,7 @@ from kubernetes import client as k8s
 
 from benchmarks.conftest import assert_gates, record_gate
 from benchmarks.daemons import Daemon, wait_for
+from vgpu.hamicore.writer import RegionWriter
 from vgpu.protocol import keys
 from vgpu.sim import fakenvml
 from vgpu.sim.admission import Admitter, node_status_from_kubelet, pod_manifest, update_node_resources
@@ -116,4 +118,96 @@ def test_plugin_rss_after_startup_and_1000_allocations(benchmark, plugin_cluster
         record_gate("memory.plugin.rss_startup", startup, gpus=GPUS),
         record_gate("memory.plugin.rss_after_loop", after, allocations=n),
         record_gate("memory.plugin.growth", after - startup, allocations=n),
+    )
+
+
+# ---------------------------------------------------------------------------------------- monitor
+
+CONTAINERS = 100
+SCRAPES = 1000
+MIB = 2**20
+
+
+def _gpu_uuid(i: int) -> str:
+    return fakenvml.device(i)["uuid"]
+
+
+@dataclass
+class MonitorNode:
+    api: ApiServer
+    monitor: Daemon
+    port: int
+
+
+@pytest.fixture
+def monitor_node(tmp_path: pathlib.Path) -> Iterator[MonitorNode]:
+    """100 running pods on the node, each with one container region (v1.2, 4 processes × 2 GPUs)."""
+    api = ApiServer().start()
+    monitor = None
+    try:
+        nvml = fakenvml.FakeNvml.create(tmp_path / "nvml", [fakenvml.device(i) for i in range(GPUS)])
+        containers = tmp_path / "hook" / "containers"
+        for k in range(CONTAINERS):
+            pod = api.store.create("pods", {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"job-{k:03d}", "namespace": "default"},
+                "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "cuda:12"}]}}, "default")
+            api.store.patch("pods", "default", f"job-{k:03d}", {"status": {"phase": "Running"}}, "merge",
+                            subresource="status")
+            gpus = [_gpu_uuid((2 * k) % GPUS), _gpu_uuid((2 * k + 1) % GPUS)]
+            d = containers / f"{pod['metadata']['uid']}_main"
+            d.mkdir(parents=True)
+            with RegionWriter.create(d / "region.cache", "v1.2", env={"CUDA_DEVICE_MEMORY_LIMIT_0": "3000m",
+                                                                       "CUDA_DEVICE_MEMORY_LIMIT_1": "2048m"}) as w:
+                w.init_devices(gpus)
+                for pid in range(1, 5):
+                    w.attach(pid)
+                    w.add_memory(pid, 0, 64 * MIB)
+                    w.add_memory(pid, 1, 32 * MIB)
+        monitor = Daemon(["monitor", "--node-name", NODE, "--hook-path", str(tmp_path / "hook"),
+                          "--listen", "127.0.0.1:0", "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig")),
+                          "--device-config", str(tmp_path / "none.yaml")],
+                         nvml.env, tmp_path / "monitor.log").start()
+        port = int(monitor.wait_for_log(r"serving metrics on http://[0-9.]+:(\d+)/metrics", 60).group(1))
+        yield MonitorNode(api, monitor, port)
+    finally:
+        if monitor is not None:
+            monitor.stop()
+        api.stop()
+
+
+def _container_samples(body: bytes) -> int:
+    """How many containers × devices the scrape reports memory for (HAMi family)."""
+    return sum(1 for line in body.splitlines() if line.startswith(b"hami_vgpu_memory_used_bytes{"))
+
+
+def test_monitor_rss_after_startup_and_1000_scrapes_of_100_containers(benchmark, monitor_node):
+    m = monitor_node
+    conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=30)
+
+    def scrape() -> bytes:
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()
+        body = resp.read()
+        assert resp.status == 200, body[:500]
+        return body
+
+    try:
+        # Startup is complete once the first scan has found every container (and the pods are known).
+        wait_for(lambda: _container_samples(scrape()) == 2 * CONTAINERS, 60, "all 100 containers in /metrics",
+                 m.monitor)
+        startup = m.monitor.rss_mb()
+        benchmark.pedantic(scrape, rounds=SCRAPES, iterations=1, warmup_rounds=0)
+        assert _container_samples(scrape()) == 2 * CONTAINERS
+        after = m.monitor.rss_mb()
+    finally:
+        conn.close()
+    assert "Traceback" not in m.monitor.log(), m.monitor.log()[-4000:]
+    benchmark.extra_info.update({"containers": CONTAINERS, "scrapes": SCRAPES, "rss_startup_mb": startup,
+                                 "rss_after_mb": after})
+    print(f"\nvgpu monitor RSS: {startup:.1f} MB after startup, {after:.1f} MB after {SCRAPES} scrapes of "
+          f"{CONTAINERS} containers ({after - startup:+.1f} MB); scrape median {benchmark.stats.stats.median * 1e3:.2f} ms")
+    assert_gates(
+        record_gate("memory.monitor.rss_startup", startup, containers=CONTAINERS),
+        record_gate("memory.monitor.rss_after_loop", after, scrapes=SCRAPES),
+        record_gate("memory.monitor.growth", after - startup, scrapes=SCRAPES),
     )
