@@ -27,6 +27,7 @@ class InspectForm:
 # module path -> exposes FORMS (list[InspectForm]); add a module to add forms.
 _FORM_MODULES: list[str] = [
     "vgpu.hamicore.inspect_cmd",
+    "vgpu.kube.inspect",
 ]
 
 
@@ -50,6 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("-f", "--file", metavar="FILE", help="read the input from FILE ('-' = stdin)")
+    parser.add_argument("--kubeconfig", metavar="PATH", default=None,
+                        help="for node/pod: kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster)")
     parser.add_argument("operands", nargs="*", metavar="FORM", help="e.g. cache PATH")
     parser.set_defaults(func=run, _inspect_parser=parser)
 
