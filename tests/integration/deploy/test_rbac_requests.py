@@ -136,11 +136,14 @@ DAEMON_PACKAGES = ("vgpu/plugin", "vgpu/monitor", "vgpu/kube", "vgpu/nvml", "vgp
                    "vgpu/config", "vgpu/protocol")
 
 
+OPERATOR_TOOLS = ("vgpu/kube/inspect.py",)  # `vgpu inspect node|pod`: the operator's kubeconfig
+
+
 def _daemon_sources():
     for package in DAEMON_PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
             rel = path.relative_to(REPO).as_posix()
-            if rel != "vgpu/kube/client.py":
+            if rel != "vgpu/kube/client.py" and rel not in OPERATOR_TOOLS:
                 yield rel, path
 
 
