@@ -220,3 +220,51 @@ def test_unhealthy_gpu_after_scheduling_fails_allocation(cluster):
         client.allocate([ids])
     assert f"assigned GPU {UUID0} is unhealthy" in info.value.details()
     assert cluster.annotations("p")[keys.BIND_PHASE] == "failed"
+
+
+# config.md §6: the ClusterRole grants exactly these; the plugin must need nothing else.
+RBAC = {("nodes", "get"), ("nodes", "list"), ("nodes", "watch"), ("nodes", "patch"), ("nodes", "update"),
+        ("pods", "get"), ("pods", "list"), ("pods", "watch"), ("pods", "patch"),
+        ("events", "create"), ("events", "patch")}
+
+
+def test_plugin_requests_stay_within_the_clusterrole(cluster):
+    cluster.store.patch("nodes", None, NODE, {"metadata": {"annotations": {keys.NODE_LOCK: "2026-08-20T02:01:03Z"}}})
+    cluster.create_pod(pod_manifest("ok", [{"name": "c", "limits": {NUMBER: 1, MEMORY: 100}}]))
+    cluster.scheduler("v1.15").schedule_once()
+    assert cluster.admit("ok").admitted
+    cluster.create_pod(pod_manifest("orphan", [{"name": "c", "limits": {NUMBER: 1}}], scheduler_name="x"))
+    cluster.store.bind("default", "orphan", NODE)
+    assert not cluster.admit("orphan").admitted  # failure path: events, node lock
+    used = {(r.resource, r.verb) for r in cluster.api.requests.requests()
+            if r.user_agent.startswith("vgpu-device-plugin")}
+    assert used <= RBAC, used - RBAC
+    assert ("pods", "list") in used and ("events", "create") in used
+    lists = [r for r in cluster.api.requests.requests(verb="list", resource="pods")
+             if r.user_agent.startswith("vgpu-device-plugin")]
+    assert all("spec.nodeName" in r.query for r in lists)  # never a cluster-wide LIST
+
+
+def test_invalid_handshake_mode_is_a_config_error(tmp_path):
+    from tests.integration.plugin.conftest import PluginProcess
+    from vgpu.sim import fakenvml
+    nvml = fakenvml.FakeNvml.create(tmp_path / "hs", [a100(0, UUID0)])
+    p = PluginProcess(tmp_path, str(tmp_path), nvml, env={"VGPU_HANDSHAKE": "sometimes",
+                                                          "KUBECONFIG": str(tmp_path / "none")}).start()
+    try:
+        assert p.wait_exit(30) == 2
+        assert "--handshake: must be one of auto, on, off (got 'sometimes')" in p.log()
+    finally:
+        p.terminate()
+
+
+def test_unreadable_kubeconfig_is_a_config_error(tmp_path):
+    from tests.integration.plugin.conftest import PluginProcess
+    from vgpu.sim import fakenvml
+    nvml = fakenvml.FakeNvml.create(tmp_path / "kc", [a100(0, UUID0)])
+    p = PluginProcess(tmp_path, str(tmp_path), nvml, env={"KUBECONFIG": str(tmp_path / "missing.yaml")}).start()
+    try:
+        assert p.wait_exit(30) == 2
+        assert f"cannot load kubeconfig {tmp_path / 'missing.yaml'}" in p.log()
+    finally:
+        p.terminate()

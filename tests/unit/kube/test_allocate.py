@@ -353,3 +353,20 @@ def test_a13_fuzz_random_annotations_never_crash(sim):
 def test_scheduler_allocation_helper_roundtrip():
     ann = scheduler_allocation(NODE, [[dev(0)]], 5)
     assert ann[keys.DEVICES_TO_ALLOCATE] == ann[keys.VGPU_IDS_NEW]
+
+
+def test_failure_while_api_unreachable_is_written_once_it_is_back(sim):
+    sim.schedule("p", [{"name": "c", "limits": {NUMBER: 1}}], [[dev(0)]], lock=True)
+    sim.cache.wait_for(lambda c: len(c.items()) == 1, 5)
+    sim.health.mark_unhealthy(UUIDS[0], "Xid 79")
+    port = sim.api.port
+    sim.api.stop()
+    with pytest.raises(AllocationError, match="is unhealthy"):
+        sim.allocate(N, sim.number_ids(0))
+    assert len(sim.retry.pending()) == 3  # event, bind-phase=failed, lock release
+    sim.api.start(port=port)
+    sim.store.wait_for(lambda s: (s.get("pods", "default", "p")["metadata"]["annotations"]
+                                  .get(keys.BIND_PHASE) == "failed"), 15, "queued bind-phase=failed")
+    sim.store.wait_for(lambda s: "hamivgpu" not in (s.get("nodes", None, NODE)["metadata"].get("annotations") or {})
+                       and s.list("events"), 15, "queued lock release and event")
+    assert_failed(sim, "p", "is unhealthy")
