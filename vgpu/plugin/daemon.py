@@ -18,11 +18,12 @@ import signal
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pynvml
 
 from vgpu.config.loader import load_config
-from vgpu.config.model import ConfigError, EffectiveConfig
+from vgpu.config.model import MODE_MIG, ConfigError, EffectiveConfig
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import INIT_HINT, NvmlError
@@ -34,6 +35,9 @@ from vgpu.plugin.registration import PluginSet
 from vgpu.plugin.resources import ResourceManager
 from vgpu.plugin.sizecheck import SizeCheckError, check_listandwatch_sizes
 from vgpu.plugin.volcano import VolcanoConfigError, VolcanoOptions, VolcanoSide
+
+if TYPE_CHECKING:
+    from vgpu.mig.node import MigNode
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,7 @@ class PluginDaemon:
         self._own_allocators = allocators is None
         self.allocators = dict(allocators or default_allocators())
         self.volcano: VolcanoSide | None = None
+        self.mig: MigNode | None = None  # mode mig only (vgpu/mig/node.py)
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
         self.health = GpuHealth()
@@ -125,6 +130,10 @@ class PluginDaemon:
         except SizeCheckError as exc:
             log.error("%s", exc)
             return EXIT_RUNTIME
+        if self.cfg.operating_mode == MODE_MIG:
+            status = self._start_mig()
+            if status != EXIT_OK:
+                return status
         log.info("advertising %d of %d GPU(s): %s", len(self.gpus), len(self.all_gpus),
                  ", ".join(f"{g.minor}:{g.uuid} ({g.name}, {g.memory_total_mib} MiB)" for g in self.gpus) or "none")
         self.health = GpuHealth(g.uuid for g in self.gpus)
@@ -150,13 +159,34 @@ class PluginDaemon:
                                      self.cfg.device.health_recovery_seconds)
         self.monitor.start()
 
+    def _start_mig(self) -> int:
+        """Mode mig (mig.md §5.1): MIG mode on, excluded GPUs dropped, the MIG applier ready."""
+        from vgpu.mig.node import start_mig_node
+        opts = self.opts
+
+        def rediscover() -> list[GpuInfo]:  # after a MIG mode change handles and minors may change
+            assert self.cfg is not None
+            self.all_gpus = discover_gpus(opts.nvml_library)
+            return checked_gpus(self.cfg, self.all_gpus)
+
+        try:
+            self.mig, self.gpus = start_mig_node(opts.nvml_library, lambda: self.cfg, self.gpus, opts.node_name,
+                                                 rediscover)
+        except (pynvml.NVMLError, NvmlError, RuntimeError, SizeCheckError) as exc:
+            log.error("MIG cannot start: %s", exc)
+            return EXIT_RUNTIME
+        return EXIT_OK
+
     def _start_volcano(self) -> None:
         """Node registration, pod cache and the Volcano allocator (vgpu/plugin/volcano.py)."""
         opts = self.opts
         self.volcano = VolcanoSide.create(
             VolcanoOptions(opts.node_name, opts.kubeconfig, opts.hook_path, opts.handshake),
-            lambda: self.cfg, self.gpus, self.health, self.environ)
+            lambda: self.cfg, self.gpus, self.health, self.environ,
+            mig=self.mig.applier if self.mig is not None else None)
         if self.volcano is not None:
+            if self.mig is not None:
+                self.mig.post_events(self.volcano.allocator.events.node_event)
             if self._own_allocators:
                 self.allocators = self.volcano.allocators()
             self.volcano.start()
@@ -180,6 +210,8 @@ class PluginDaemon:
         except (ConfigError, SizeCheckError) as exc:
             log.error("reload failed, keeping the previous configuration: %s", exc)
             return
+        if self.mig is not None:  # GPUs excluded from MIG at startup stay out until a restart
+            gpus = self.mig.advertised(gpus)
         if [g.uuid for g in gpus] != [g.uuid for g in self.gpus]:
             # The watched set changed: new event registrations for the new set.
             if self.monitor is not None:
@@ -229,5 +261,7 @@ class PluginDaemon:
                 self.monitor.stop(timeout=0)  # a daemon thread; never wait out an NVML wait at exit
             if self.volcano is not None:
                 self.volcano.stop()
+            if self.mig is not None:
+                self.mig.close()
         log.info("vgpu plugin stopped")
         return EXIT_OK

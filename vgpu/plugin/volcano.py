@@ -71,7 +71,8 @@ class VolcanoSide:
 
     @classmethod
     def create(cls, opts: VolcanoOptions, config: Callable[[], EffectiveConfig], gpus: Sequence[GpuInfo],
-               health: GpuHealth, environ: Mapping[str, str]) -> "VolcanoSide | None":
+               health: GpuHealth, environ: Mapping[str, str], *,
+               mig: MigApplier | None = None) -> "VolcanoSide | None":
         """None (with an error log) when no API access is configured at all."""
         try:
             HandshakeMode.parse(opts.handshake)
@@ -86,7 +87,7 @@ class VolcanoSide:
         except KubeConfigError as exc:
             raise VolcanoConfigError(str(exc)) from None
         log.info("Kubernetes API at %s; handshake mode %s", client.host, opts.handshake)
-        return cls(opts, client, config, gpus, health)
+        return cls(opts, client, config, gpus, health, mig=mig)
 
     def allocators(self) -> dict[ResourceKind, Allocator]:
         return {k: self.allocator for k in ResourceKind}
