@@ -159,6 +159,8 @@ class MigManager:
                 catalog = resolve_catalog(self.nvml, self.handle(uuid), name)
             except NvmlError as exc:
                 raise MigResolveError(f"GPU {uuid}: cannot read its MIG profiles: {exc}") from None
+            if not catalog.profiles:  # not cached: MIG mode may be switched on later (e.g. by the plugin)
+                raise MigResolveError(f"GPU {uuid} ({name}): NVML reports no MIG profiles (is MIG mode enabled?)")
             self._catalogs[uuid] = catalog
         plans, errors = {}, {}
         for group in entry.groups:

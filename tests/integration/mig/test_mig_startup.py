@@ -121,3 +121,37 @@ entry = node.config.mig_entry_for(node.gpus[0].name)
         "for p in full.profiles if not p.name.endswith(('-me', '.all')))")
     assert child.child.eval("[describe(plan_group(g, static)) for g in entry.groups]") == child.child.eval(
         "[describe(plan_group(g, full)) for g in entry.groups]")
+
+
+def test_profiles_are_not_cached_while_nvml_reports_none(mig_node):
+    """A manager that looks before MIG is available (the monitor starting first) asks again later."""
+    fake, child = mig_node([fakenvml.device(0, mig_capable=False)], startup=False)
+    blocked = child.call("apply(0, 'group1')")
+    assert blocked["error"] == "MigResolveError" and "NVML reports no MIG profiles" in blocked["message"]
+    assert child.call("lookup(0, 'group1', 0)") is None
+    fake.update_device(0, mig_capable=True, mig_mode=True)
+    result = child.call("apply(0, 'group1')")
+    assert "error" not in result and len(result["devices"]) == 7
+
+
+def test_a_reload_with_other_geometries_replans(mig_node):
+    _, child = mig_node()
+    child.child.run("""
+from tests.integration.mig.node import _config
+from vgpu.mig import MigManager, describe
+current = [node.config]
+m = MigManager(node.nvml, lambda: current[0], node.gpus)
+before = describe(m.gpu(node.uuid(0)).plans['group2'])
+current[0] = _config('''nvidia:
+  knownMigGeometries:
+  - models: [A100-SXM4-80GB]
+    allowedGeometries:
+    - group: group2
+      geometries: [{name: 1g.10gb, memory: 9728, count: 1}, {name: 2g.20gb, memory: 19968, count: 3}]
+''')
+after = describe(m.gpu(node.uuid(0)).plans['group2'])
+""")
+    assert child.child.eval("before") == "0: 2g.20gb@0:2, 1: 2g.20gb@2:2, 2: 2g.20gb@4:2, 3: 1g.10gb@6:1"
+    # the same instance types in another order: position 0 is now the 1g.10gb, and the search has
+    # to back up until it sits at slice 6 (the 2g.20gb instances only fit at 0, 2 and 4)
+    assert child.child.eval("after") == "0: 1g.10gb@6:1, 1: 2g.20gb@0:2, 2: 2g.20gb@2:2, 3: 2g.20gb@4:2"
