@@ -172,7 +172,7 @@ def test_steady_state_apply_cffi_vs_pynvml(benchmark, a100):
     fast, slow = CffiRound(a100), PynvmlRound(a100)
     first = fast.apply()
     assert slow.apply() == first and fast.apply() == first and len(set(first)) == 7
-    ratio_gate(benchmark, fast.apply, slow.apply, minimum=0.35, n=rounds(400),
+    ratio_gate(benchmark, fast.apply, slow.apply, "mig.apply_steady_state", n=rounds(400), interleave=True,
                what="MIG apply of a 7-instance layout already in place (cffi vs pynvml)")
 
 
@@ -181,5 +181,5 @@ def test_apply_from_empty_cffi_vs_pynvml(benchmark, a100):
     fast, slow = CffiRound(a100), PynvmlRound(a100)
     assert fast.round() == slow.round()
     assert len(set(fast.round())) == 7
-    ratio_gate(benchmark, fast.round, slow.round, minimum=0.6, n=rounds(60),
+    ratio_gate(benchmark, fast.round, slow.round, "mig.apply_from_empty", n=rounds(60), interleave=True,
                what="MIG apply of 7 instances on an empty GPU + teardown (cffi vs pynvml)")
