@@ -63,18 +63,18 @@ def mig_node(tmp_path: pathlib.Path) -> Iterator[Callable[..., tuple[fakenvml.Fa
     """Factory: ``mig_node([devices], config_text=...)`` → (fake, child); ``restart(fake)`` starts
     another child on the same fake (same MIG state).  Every child is stopped at teardown."""
     children: list[MigChild] = []
-    fakes: dict[int, tuple[str | None]] = {}
+    configs: dict[pathlib.Path, str | None] = {}   # device-config text per fake (by its config file)
 
     def start(devices: list[dict[str, Any]] | None = None, *, config_text: str | None = device_config(),
               startup: bool = True) -> tuple[fakenvml.FakeNvml, MigChild]:
         fake = fakenvml.FakeNvml.create(tmp_path / f"nvml{len(children)}", devices or [fakenvml.device(0, name=A100)])
         child = MigChild(fake, config_text, startup)
         children.append(child)
-        fakes[id(fake)] = (config_text,)
+        configs[fake.config_path] = config_text
         return fake, child
 
     def restart(fake: fakenvml.FakeNvml, startup: bool = True) -> MigChild:
-        child = MigChild(fake, fakes[id(fake)][0], startup)
+        child = MigChild(fake, configs[fake.config_path], startup)
         children.append(child)
         return child
 

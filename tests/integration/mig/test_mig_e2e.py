@@ -22,9 +22,8 @@ from vgpu.protocol import decode_pod_devices, decode_register, keys
 from vgpu.sim import fakenvml
 from vgpu.sim.admission import pod_manifest
 
-from .conftest import MigChild
+from .conftest import A100, MigChild
 from .test_mig_apply import PLANS, check_layout
-from .conftest import A100
 
 NODE_CONFIG = json.dumps({"nodeconfig": [{"name": NODE, "operatingmode": "mig", "devicesplitcount": 7}]})
 G = [f"GPU-{i:08x}-6888-5063-1e4d-f2a09cfbf{i:03x}" for i in range(3)]

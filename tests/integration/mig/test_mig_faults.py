@@ -12,8 +12,8 @@ import pytest
 from tests.integration.nvml.conftest import ChildError
 from vgpu.nvml import errors
 
-from .test_mig_apply import PLANS, check_layout
 from .conftest import A100
+from .test_mig_apply import PLANS, check_layout
 
 UUID0 = "GPU-00000000-6888-5063-1e4d-f2a09cfbf000"
 
