@@ -3,8 +3,11 @@
 1. Scrape latency with 0, 10 and 100 containers (4 processes x 2 GPUs each, v1.2 seqlocked
    regions), the host families from the fake NVML included: a full ``render_metrics()`` — every
    region decoded, pods mapped, both naming schemes rendered.
-   - ``monitor.scrape_100``: the 100-container scrape, ms (issue: <= 20 ms);
-   - ``monitor.scrape_marginal``: (scrape(100) - scrape(0)) / 100, µs per container (issue: < 50 µs);
+   - ``monitor.scrape_100``: the 100-container scrape, wall ms (issue: <= 20 ms);
+   - ``monitor.scrape_marginal``: (scrape(100) - scrape(0)) / 100, µs per container (issue: < 50 µs),
+     in CPU time of the scraping process, so that other processes on a shared CI machine cannot
+     inflate the cost (wall-time marginal is printed and recorded next to it);
+   The three sizes are timed interleaved, so each sees the same machine load.
    - ``monitor.scrape_vs_naive``: the container part of that scrape against a straightforward
      Python exporter over the same 100 directories — read each whole file and ``struct.unpack``
      it (``vgpu.hamicore.reference``), build prometheus_client families sample by sample, render
@@ -21,14 +24,14 @@ import pathlib
 import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from benchmarks.conftest import QUICK, limit_gate, median_time, ratio_gate, rounds
+from benchmarks.conftest import QUICK, limit_gate, ratio_gate, rounds
 from tests.integration.monitor.process import MonitorProcess
 from tests.unit.monitor.helpers import UUIDS, add_container, new_uid, parse, pod
 from vgpu.hamicore import reference
@@ -143,25 +146,44 @@ def naive_scrape(hook: pathlib.Path, pods: StaticPods) -> bytes:
     return generate_latest(reg)
 
 
+def interleaved(fns: dict[int, Callable[[], object]], n: int) -> dict[int, tuple[float, float]]:
+    """Median (wall, process CPU) seconds of each fn, calls interleaved so all see the same machine load."""
+    for fn in fns.values():
+        fn()
+        fn()
+    wall: dict[int, list[float]] = {k: [] for k in fns}
+    cpu: dict[int, list[float]] = {k: [] for k in fns}
+    for _ in range(n):
+        for k, fn in fns.items():
+            w, c = time.perf_counter(), time.process_time()
+            fn()
+            cpu[k].append(time.process_time() - c)
+            wall[k].append(time.perf_counter() - w)
+    return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in fns}
+
+
 def test_scrape_latency_0_10_100_containers(benchmark, monitors):
+    """Latency is wall time; the marginal cost per container is CPU time of this process (all threads,
+    the NVML worker included), so other processes on a shared machine cannot inflate it."""
     n = rounds(300)
-    m0, _ = monitors[0]
-    m10, _ = monitors[10]
-    m100, hook100 = monitors[100]
+    m100, _ = monitors[100]
     body = parse(m100.render_metrics())
     assert len(body["hami_vgpu_memory_used_bytes"]) == 200 and len(body["HostGPUMemoryUsage"]) == 2
     assert {v for _, v in body["hami_vgpu_memory_used_bytes"]} == {(64 * 4 + 10) * 2**20, (32 * 4 + 10) * 2**20}
-    t0 = median_time(m0.render_metrics, n)
-    t10 = median_time(m10.render_metrics, n)
+    med = interleaved({k: m.render_metrics for k, (m, _) in monitors.items()}, n)
     benchmark.pedantic(m100.render_metrics, rounds=n, iterations=1, warmup_rounds=2)
-    t100 = benchmark.stats.stats.median
-    marginal_us = (t100 - t0) / 100 * 1e6
-    print(f"\nscrape median: 0 containers {t0 * 1e3:.2f} ms, 10: {t10 * 1e3:.2f} ms, 100: {t100 * 1e3:.2f} ms; "
-          f"marginal {marginal_us:.1f} us/container")
-    benchmark.extra_info.update({"scrape_0_ms": t0 * 1e3, "scrape_10_ms": t10 * 1e3, "scrape_100_ms": t100 * 1e3,
-                                 "marginal_us": marginal_us})
-    limit_gate("monitor.scrape_100", t100 * 1e3, scrape_0_ms=t0 * 1e3, scrape_10_ms=t10 * 1e3)
-    limit_gate("monitor.scrape_marginal", marginal_us, scrape_0_ms=t0 * 1e3, scrape_100_ms=t100 * 1e3)
+    (w0, c0), (w10, c10), (w100, c100) = med[0], med[10], med[100]
+    marginal_cpu_us = (c100 - c0) / 100 * 1e6
+    marginal_wall_us = (w100 - w0) / 100 * 1e6
+    print(f"\nscrape median wall (CPU): 0 containers {w0 * 1e3:.2f} ({c0 * 1e3:.2f}) ms, "
+          f"10: {w10 * 1e3:.2f} ({c10 * 1e3:.2f}) ms, 100: {w100 * 1e3:.2f} ({c100 * 1e3:.2f}) ms; "
+          f"marginal {marginal_cpu_us:.1f} us CPU ({marginal_wall_us:.1f} us wall) per container")
+    detail = {"scrape_0_ms": w0 * 1e3, "scrape_10_ms": w10 * 1e3, "scrape_100_ms": w100 * 1e3,
+              "cpu_0_ms": c0 * 1e3, "cpu_10_ms": c10 * 1e3, "cpu_100_ms": c100 * 1e3,
+              "marginal_wall_us": marginal_wall_us}
+    benchmark.extra_info.update(detail, marginal_cpu_us=marginal_cpu_us)
+    limit_gate("monitor.scrape_100", w100 * 1e3, **detail)
+    limit_gate("monitor.scrape_marginal", marginal_cpu_us, **detail)
 
 
 def test_container_scrape_vs_naive_exporter(benchmark, monitors, tmp_path):

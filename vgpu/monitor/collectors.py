@@ -245,10 +245,9 @@ class SelfCollector(Collector):
         host = self.host
         fam("vgpu_monitor_nvml_up", "1 when NVML was initialised at startup", "gauge", [([], 1 if host else 0)])
         if host is not None:
-            errors, last, stale = host.status()
+            errors, age, stale = host.status()
             fam("vgpu_monitor_nvml_errors_total", "NVML calls that failed, by device, call and return code",
                 "counter", [([("device_index", i), ("call", c), ("code", code)], n) for (i, c, code), n in errors])
-            age = host.age(last)
             fam("vgpu_monitor_nvml_sample_age_seconds", "Age of the host GPU values served", "gauge",
                 [] if age is None else [([], age)])
             fam("vgpu_monitor_nvml_stale_serves_total",

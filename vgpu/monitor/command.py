@@ -1,7 +1,7 @@
 """`vgpu monitor`: flags and environment variables (monitor-metrics.md §7, config.md §5.2).
 
-Flag > env var (non-empty) > default.  ``--device-config`` is accepted for the MIG identity
-family; this build does not export ``hami_mig_device_info`` yet (see README "Monitor").
+Flag > env var (non-empty) > default.  ``--device-config`` supplies the MIG geometries (for
+``hami_mig_device_info``) and the vGPU resource names; a missing file means built-in defaults.
 """
 from __future__ import annotations
 

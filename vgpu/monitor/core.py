@@ -29,6 +29,7 @@ from vgpu.monitor.discovery import Discovery, ScanResult
 from vgpu.monitor.exposition import render
 from vgpu.monitor.feedback import RECENT_KERNEL, FeedbackInput, FeedbackWrite, plan_feedback
 from vgpu.monitor.host import HostSource
+from vgpu.monitor.mig_info import MigInfoCollector, MigInfoSource
 from vgpu.monitor.pods import PodLookup
 from vgpu.monitor.stats import MonitorStats
 
@@ -52,7 +53,7 @@ class Monitor:
 
     def __init__(self, hook_path: str, pods: PodLookup, host: HostSource | None, node_name: str, *,
                  legacy: bool = True, hami: bool = True, clock: Callable[[], float] = time.time,
-                 interval_s: float = INTERVAL_S, use_inotify: bool = True):
+                 interval_s: float = INTERVAL_S, use_inotify: bool = True, mig: MigInfoSource | None = None):
         self.containers_root = os.path.join(hook_path, "containers")
         self.pods = pods
         self.host = host
@@ -72,6 +73,8 @@ class Monitor:
             self.registry.register(HostCollector(host, node_name, legacy=legacy, hami=hami))
         self.registry.register(ContainerCollector(self.discovery, pods, self.stats, legacy=legacy, hami=hami,
                                                   clock=clock))
+        if mig is not None and hami:
+            self.registry.register(MigInfoCollector(mig))
         self.registry.register(SelfCollector(self.stats, pods, host))
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)

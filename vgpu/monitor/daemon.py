@@ -5,9 +5,11 @@ Startup order (each step logs what it did):
    error) and the node-scoped pod watch; we wait up to ``POD_SYNC_WAIT_S`` for its first LIST so
    the first scrapes carry pod names, and continue regardless (an API outage never stops the
    monitor: unknown pods are exported by UID and GC waits until the list is complete);
-2. NVML, initialised once: discovery of the GPUs' identities plus the cffi sampler.  If NVML
-   cannot be initialised, the host families are omitted, a warning is logged once, and container
-   metrics and the feedback loop keep working (§7);
+2. NVML, initialised once: discovery of the GPUs' identities plus the cffi sampler, and the MIG
+   identity source (``--device-config`` geometries, its own NVML context).  If NVML cannot be
+   initialised, the host families and ``hami_mig_device_info`` are omitted, a warning is logged
+   once, and container metrics and the feedback loop keep working (§7).  An invalid
+   ``--device-config`` is logged and only costs the MIG family;
 3. a first tick (GC, scan, feedback), then the 5-second loop;
 4. the HTTP server on ``--listen`` — its log line names the bound address (``:0`` picks a port).
 
@@ -21,15 +23,22 @@ import threading
 from dataclasses import dataclass
 from types import FrameType
 
+from vgpu.config.loader import effective_config, load_device_config, log_warnings
+from vgpu.config.model import ConfigError, DeviceConfig, NodeConfig
 from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
 from vgpu.kube.client import KubeClient, KubeConfigError
+from vgpu.mig.errors import MigError
+from vgpu.mig.manager import MigManager
 from vgpu.monitor.core import INTERVAL_S, Monitor
 from vgpu.monitor.host import DEFAULT_BOUND_S, HostGpu, HostSource
-from vgpu.monitor.pods import WatchedPods
+from vgpu.monitor.mig_info import MigInfoSource
+from vgpu.monitor.pods import PodLookup, WatchedPods, default_resource_names
 from vgpu.monitor.server import ListenAddressError, MetricsServer
+from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NvmlError
 from vgpu.nvml.sampler import Sampler
+from vgpu.plugin.podmatch import ResourceNames
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +61,47 @@ class MonitorOptions:
     nvml_bound_s: float = DEFAULT_BOUND_S
 
 
-def open_host_source(library: str | None, bound_s: float) -> HostSource | None:
-    """NVML once at startup; None (with one warning) when it cannot be initialised."""
+def open_nvml(library: str | None, bound_s: float) -> tuple[HostSource | None, list[GpuInfo]]:
+    """NVML once at startup: (host source, GPUs); (None, []) with one warning when it cannot start."""
     try:
-        gpus = [HostGpu.of(g) for g in discover_gpus(library)]
+        gpus = discover_gpus(library)
         sampler = Sampler(library, max_processes=0)
     except (NvmlError, OSError) as exc:
-        log.warning("NVML is not available: %s -- host GPU metrics are omitted; container metrics and the "
-                    "feedback loop keep working", exc)
-        return None
+        log.warning("NVML is not available: %s -- host GPU metrics and hami_mig_device_info are omitted; "
+                    "container metrics and the feedback loop keep working", exc)
+        return None, []
     log.info("NVML: %d GPU(s): %s", len(gpus), ", ".join(f"{g.index}={g.uuid} ({g.name})" for g in gpus))
-    return HostSource(sampler, gpus, bound_s=bound_s).start()
+    return HostSource(sampler, [HostGpu.of(g) for g in gpus], bound_s=bound_s).start(), gpus
+
+
+def open_host_source(library: str | None, bound_s: float) -> HostSource | None:
+    return open_nvml(library, bound_s)[0]
+
+
+def load_device_settings(path: str) -> DeviceConfig | None:
+    """``--device-config`` (MIG geometries and resource names); None, with an error logged, when invalid.
+
+    The monitor keeps running on an invalid file (default resource names, no MIG identities):
+    its usage metrics and the feedback loop do not depend on it.
+    """
+    try:
+        device, warnings = load_device_config(path)
+    except ConfigError as exc:
+        log.error("vgpu monitor: %s -- hami_mig_device_info is omitted", exc)
+        return None
+    log_warnings(warnings, log)
+    return device
+
+
+def open_mig_source(library: str | None, device: DeviceConfig, gpus: list[GpuInfo], pods: PodLookup,
+                    bound_s: float) -> MigInfoSource | None:
+    """The MIG identity source over its own NVML context; None (logged) when it cannot start."""
+    try:
+        manager = MigManager.open(library, effective_config(device, NodeConfig()), gpus)
+    except (NvmlError, MigError, OSError) as exc:
+        log.warning("MIG queries are not available (%s); hami_mig_device_info is omitted", exc)
+        return None
+    return MigInfoSource(pods, manager, bound_s=bound_s).start()
 
 
 class MonitorDaemon:
@@ -71,6 +110,7 @@ class MonitorDaemon:
         self._stop = threading.Event()
         self.pods: WatchedPods | None = None
         self.host: HostSource | None = None
+        self.mig: MigInfoSource | None = None
         self.monitor: Monitor | None = None
         self.server: MetricsServer | None = None
         self._client: KubeClient | None = None
@@ -93,16 +133,21 @@ class MonitorDaemon:
         except KubeConfigError as exc:
             log.error("vgpu monitor: %s", exc)
             return EXIT_CONFIG
+        device = load_device_settings(o.device_config)
+        names = default_resource_names() if device is None else ResourceNames(
+            device.resource_count_name, device.resource_memory_name, device.resource_core_name)
         try:
-            self.pods = WatchedPods(self._client, o.node_name).start()
+            self.pods = WatchedPods(self._client, o.node_name, names).start()
             if self.pods.wait_synced(POD_SYNC_WAIT_S):
                 log.info("pod watch on node %s synced: %d pod(s)", o.node_name, len(self.pods))
             else:
                 log.warning("pod watch on node %s not synced after %.0f s; continuing (unknown pods are "
                             "exported by UID, GC waits)", o.node_name, POD_SYNC_WAIT_S)
-            self.host = open_host_source(o.nvml_library, o.nvml_bound_s)
+            self.host, gpus = open_nvml(o.nvml_library, o.nvml_bound_s)
+            if self.host is not None and device is not None and o.hami_metrics:
+                self.mig = open_mig_source(o.nvml_library, device, gpus, self.pods, o.nvml_bound_s)
             self.monitor = Monitor(o.hook_path, self.pods, self.host, o.node_name, legacy=o.legacy_metrics,
-                                   hami=o.hami_metrics, interval_s=o.interval_s)
+                                   hami=o.hami_metrics, interval_s=o.interval_s, mig=self.mig)
             self.monitor.tick()
             self.monitor.start()
             try:
@@ -125,6 +170,8 @@ class MonitorDaemon:
             self.server.stop()
         if self.monitor is not None:
             self.monitor.close()
+        if self.mig is not None:
+            self.mig.stop()
         if self.host is not None:
             self.host.stop()
         if self.pods is not None:

@@ -11,42 +11,53 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from vgpu.config.device_config import default_device_config
 from vgpu.kube.caches import node_pod_cache
 from vgpu.kube.client import KubeClient
 from vgpu.kube.watchcache import WatchCache
+from vgpu.plugin.podmatch import ResourceNames, requests_vgpu
+from vgpu.protocol import keys
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
+def default_resource_names() -> ResourceNames:
+    d = default_device_config()
+    return ResourceNames(d.resource_count_name, d.resource_memory_name, d.resource_core_name)
+
+
 @dataclass(frozen=True, slots=True)
 class PodInfo:
+    """What the monitor keeps of one pod (a few fields, not the object)."""
+
     uid: str
     namespace: str
     name: str
     containers: frozenset[str]  # names in spec.containers
     terminal: bool              # phase Succeeded or Failed: no container metrics, GC may remove (§4.3, §6.3)
-    annotations: tuple[tuple[str, str], ...] = ()
+    vgpu_containers: tuple[str, ...] = ()  # spec order, those requesting vGPU: segment k of vgpu-ids-new
+    bind_phase: str | None = None
+    vgpu_ids_new: str | None = None
 
     @classmethod
-    def from_object(cls, obj: dict[str, Any]) -> PodInfo | None:
+    def from_object(cls, obj: dict[str, Any], names: ResourceNames | None = None) -> PodInfo | None:
         meta = obj.get("metadata") or {}
         uid = meta.get("uid")
         if not isinstance(uid, str) or not uid:
             return None
         spec = obj.get("spec") or {}
-        containers = frozenset(str(c.get("name")) for c in (spec.get("containers") or [])
-                               if isinstance(c, dict) and c.get("name"))
+        specs = [c for c in (spec.get("containers") or []) if isinstance(c, dict) and c.get("name")]
         phase = (obj.get("status") or {}).get("phase")
-        ann = meta.get("annotations") or {}
-        return cls(uid, str(meta.get("namespace") or ""), str(meta.get("name") or ""), containers,
-                   phase in TERMINAL_PHASES,
-                   tuple(sorted((str(k), str(v)) for k, v in ann.items())) if isinstance(ann, dict) else ())
-
-    def annotation(self, key: str) -> str | None:
-        for k, v in self.annotations:
-            if k == key:
-                return v
-        return None
+        ann = meta.get("annotations")
+        ann = ann if isinstance(ann, dict) else {}
+        ids = ann.get(keys.VGPU_IDS_NEW)
+        vgpu = ()
+        if ids:  # only pods the scheduler gave devices need it (hami_mig_device_info)
+            names = names or default_resource_names()
+            vgpu = tuple(str(c["name"]) for c in specs if requests_vgpu(c, names))
+        return cls(uid, str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                   frozenset(str(c["name"]) for c in specs), phase in TERMINAL_PHASES, vgpu,
+                   ann.get(keys.BIND_PHASE), ids)
 
 
 class PodLookup(Protocol):
@@ -62,9 +73,13 @@ class PodLookup(Protocol):
 
 
 class PodIndex:
-    """UID → :class:`PodInfo`, fed by watch events.  Lock-free reads (one ``dict.get``)."""
+    """UID → :class:`PodInfo`, fed by watch events.  Lock-free reads (one ``dict.get``).
 
-    def __init__(self) -> None:
+    ``names``: the vGPU resource names of ``--device-config`` (which containers request vGPU).
+    """
+
+    def __init__(self, names: ResourceNames | None = None) -> None:
+        self.names = names or default_resource_names()
         self._by_uid: dict[str, PodInfo] = {}
         self._synced = False
         self._lock = threading.Lock()  # writers only
@@ -83,7 +98,7 @@ class PodIndex:
         return len(self._by_uid)
 
     def apply(self, kind: str, obj: dict[str, Any]) -> None:
-        info = PodInfo.from_object(obj)
+        info = PodInfo.from_object(obj, self.names)
         if info is None:
             return
         with self._lock:
@@ -95,7 +110,7 @@ class PodIndex:
     def replace(self, objects: list[dict[str, Any]]) -> None:
         fresh = {}
         for obj in objects:
-            info = PodInfo.from_object(obj)
+            info = PodInfo.from_object(obj, self.names)
             if info is not None:
                 fresh[info.uid] = info
         with self._lock:
@@ -106,16 +121,16 @@ class PodIndex:
 class StaticPods(PodIndex):
     """A fixed, synced set of pods (tests, benchmarks and ``vgpu demo`` without an API server)."""
 
-    def __init__(self, pods: list[dict[str, Any]] | None = None) -> None:
-        super().__init__()
+    def __init__(self, pods: list[dict[str, Any]] | None = None, names: ResourceNames | None = None) -> None:
+        super().__init__(names)
         self.replace(pods or [])
 
 
 class WatchedPods(PodIndex):
     """:class:`PodIndex` kept current by the node-scoped pod watch of :mod:`vgpu.kube`."""
 
-    def __init__(self, client: KubeClient, node_name: str) -> None:
-        super().__init__()
+    def __init__(self, client: KubeClient, node_name: str, names: ResourceNames | None = None) -> None:
+        super().__init__(names)
         self.cache: WatchCache = node_pod_cache(client, node_name, listener=self._on_event)
 
     def _on_event(self, kind: str, obj: dict[str, Any]) -> None:
