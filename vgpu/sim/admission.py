@@ -166,12 +166,12 @@ def node_status_from_kubelet(kubelet: FakeKubelet, resource_names: Iterable[str]
 
 
 def update_node_resources(store: Any, node_name: str, resources: Mapping[str, str]) -> dict[str, Any]:
-    """Write capacity/allocatable into a simulated Node's status, as the kubelet's status loop does."""
-    node = store.get("nodes", None, node_name)
-    status = node.setdefault("status", {})
-    for k in ("capacity", "allocatable"):
-        status.setdefault(k, {}).update(resources)
-    return store.update("nodes", node, subresource="status")
+    """Write capacity/allocatable into a simulated Node's status, as the kubelet's status loop does.
+
+    A patch of the status subresource: no resourceVersion, so a concurrent annotation patch by the
+    plugin cannot make it fail with a conflict."""
+    patch = {"status": {"capacity": dict(resources), "allocatable": dict(resources)}}
+    return store.patch("nodes", None, node_name, patch, subresource="status")
 
 
 def pod_manifest(name: str, containers: Sequence[Mapping[str, Any]], *, namespace: str = "default",
