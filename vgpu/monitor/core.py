@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 INTERVAL_S = 5.0
 EVENT_SCAN_GAP_S = 0.25      # inotify-triggered scans: at most one per this gap
-INITIALISING_RETRY_S = 1.0   # a file without its magic yet: look again this soon
+INITIALISING_RETRY_S = 1.0   # a file without its magic yet: look again this soon ...
+INITIALISING_RETRIES = 5     # ... this many times in a row, then only on the period (a creator may have died)
 MAX_DIR_WATCHES = 4096
 
 
@@ -80,6 +81,7 @@ class Monitor:
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._thread: threading.Thread | None = None
         self._last_scan = 0.0
+        self._init_retries = 0
 
     # ------------------------------------------------------------------ scrape
 
@@ -265,6 +267,16 @@ class Monitor:
             return False, f"last tick {age:.1f} s ago"
         return True, "ok"
 
+    def _retry_initialising(self, result: ScanResult, next_scan: float | None) -> float | None:
+        if not result.initialising:
+            self._init_retries = 0
+            return next_scan
+        self._init_retries += 1
+        if self._init_retries > INITIALISING_RETRIES:
+            return next_scan
+        retry = time.monotonic() + INITIALISING_RETRY_S
+        return retry if next_scan is None else min(next_scan, retry)
+
     def _run(self) -> None:
         with self.stats.lock:
             last = self.stats.last_tick_monotonic
@@ -274,9 +286,7 @@ class Monitor:
             now = time.monotonic()
             if now >= next_tick:
                 try:
-                    result = self.tick()
-                    if result.scan.initialising:
-                        next_scan = time.monotonic() + INITIALISING_RETRY_S
+                    next_scan = self._retry_initialising(self.tick().scan, None)  # the tick scanned
                 except Exception:  # noqa: BLE001 - the loop must outlive any surprise
                     log.exception("monitor tick failed")
                 next_tick += self.interval_s
@@ -286,8 +296,7 @@ class Monitor:
             if next_scan is not None and now >= next_scan:
                 next_scan = None
                 try:
-                    if self.scan().initialising:
-                        next_scan = time.monotonic() + INITIALISING_RETRY_S
+                    next_scan = self._retry_initialising(self.scan(), None)
                 except Exception:  # noqa: BLE001
                     log.exception("monitor scan failed")
                 continue

@@ -323,15 +323,16 @@ class Discovery:
             if exc.code is not RegionErrorCode.NOT_FOUND:
                 self._reject(rejected, dir_name, file_name, 0, _CODE_REASON.get(exc.code, "open"), exc.detail)
             return None
+        ino = 0
         try:
-            snap = region.read()
             fst = region.stat()
+            ino = fst.st_ino
+            snap = region.read()
         except RegionError as exc:
             region.close()
             if exc.code is RegionErrorCode.UNINITIALISED:
                 result.initialising += 1
             else:
-                ino = 0
                 self._reject(rejected, dir_name, file_name, ino, _CODE_REASON.get(exc.code, "io"), exc.detail)
             return None
         return TrackedRegion(dir_name, uid, ctr, file_name, region, fst.st_dev, fst.st_ino, fst.st_size,

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
 import stat
 import struct
 import time
 
+from vgpu.hamicore.paths import HostLayout, container_cache_file, prepare_container_dir
 from vgpu.hamicore.writer import RegionWriter
 from vgpu.monitor.discovery import MAX_ROOT_ENTRIES
 
@@ -277,3 +279,35 @@ def test_writer_keeps_working_on_the_tracked_file(make_monitor, hook):
     w.add_memory(1, 0, 2**20)
     w.close()
     assert parse(m.render_metrics())["hami_vgpu_memory_used_bytes"][0][1] == 6 * 2**20
+
+
+def test_plugin_and_monitor_share_one_containers_root(make_monitor, hook, tmp_path):
+    # M-1: the directory Allocate prepares and the file HAMi-core creates in it are what the monitor scans.
+    layout = HostLayout(str(hook), vgpulock_dir=str(tmp_path / "vgpulock"))
+    uid = new_uid()
+    prepare_container_dir(layout, uid, "main")
+    cache_uuid = "5b0a8c2e-3f1d-4e7a-9c6b-1d2e3f4a5b6c"
+    assert container_cache_file(cache_uuid) == f"/tmp/vgpu/{cache_uuid}.cache"  # what the container is told
+    write_region(pathlib.Path(layout.host_cache_file(uid, "main", cache_uuid)), procs=[(1, [3, 0])])
+    m = make_monitor()
+    assert m.containers_root == layout.containers_root
+    assert m.scan().added == [f"{uid}_main"]
+    assert [lab["pod"] for lab in used_series(m)] == [uid, uid]
+
+
+def test_a_rejected_file_replaced_by_another_bad_one_is_counted_again(make_monitor, hook):
+    d = container_dir(hook, new_uid(), "main")
+    (d / "a.cache").write_bytes(bytes(V12_SIZE))  # magic 0: initialising, not an error
+    write_region(d / "b.cache", procs=[(1, [1, 0])])
+    with open(d / "b.cache", "r+b") as f:
+        f.write(b"\xff\xff\xff\xff")
+    m = make_monitor()
+    m.scan()
+    m.scan()
+    assert m.stats.rejected_total == {"magic": 1}
+    write_region(d / "b.tmp", procs=[(1, [1, 0])])  # a new inode, renamed over the old name
+    with open(d / "b.tmp", "r+b") as f:
+        f.write(b"\xff\xff\xff\xfe")
+    os.replace(d / "b.tmp", d / "b.cache")
+    m.scan()
+    assert m.stats.rejected_total == {"magic": 2}

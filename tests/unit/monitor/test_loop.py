@@ -1,0 +1,58 @@
+"""The monitor loop: ticks, inotify-triggered scans, health."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from vgpu.monitor import core, inotify
+
+from .helpers import add_container, container_dir, new_uid, wait_until, write_region
+
+
+def test_health_follows_the_loop(make_monitor):
+    m = make_monitor(interval_s=0.2)
+    assert m.healthy() == (False, "monitor loop is not running")
+    m.start()
+    wait_until(lambda: m.healthy()[0], 5, "a first tick")
+    m.stop()
+    assert not m.healthy()[0]
+
+
+def test_loop_ticks_on_its_period(make_monitor, hook):
+    m = make_monitor(interval_s=0.2)
+    m.start()
+    add_container(hook, new_uid(), "main", procs=[(1, [1, 0])])
+    wait_until(lambda: m.stats.files_tracked == 1, 5, "the periodic scan")
+    wait_until(lambda: m.stats.feedback_writes["recent_kernel"] >= 2, 5, "feedback on every tick")
+
+
+@pytest.mark.skipif(inotify.Inotify.create() is None, reason="inotify is not available on this kernel")
+def test_inotify_wakes_a_scan_long_before_the_period(make_monitor, hook):
+    m = make_monitor(interval_s=60, use_inotify=True)
+    m.start()
+    wait_until(lambda: m.stats.scans >= 1, 5, "the first tick")
+    uid = new_uid()
+    d = container_dir(hook, uid, "main")            # root event: the directory appears
+    wait_until(lambda: m.stats.directories == 1, 5, "a scan after the root event")
+    write_region(d / "a.cache", procs=[(1, [1, 0])])  # directory event: the file appears
+    t0 = time.monotonic()
+    wait_until(lambda: m.stats.files_tracked == 1, 10, "a scan after the directory event")
+    assert time.monotonic() - t0 < 5  # well before the 60 s period
+
+
+@pytest.mark.skipif(inotify.Inotify.create() is None, reason="inotify is not available on this kernel")
+def test_own_file_access_does_not_keep_waking_the_loop(make_monitor, hook, monkeypatch):
+    # Bad and initialising files are opened and closed on every scan; that must not trigger more
+    # scans, and a file whose creator never sets the magic is retried only a few times.
+    monkeypatch.setattr(core, "INITIALISING_RETRY_S", 0.05)
+    d = container_dir(hook, new_uid(), "main")
+    (d / "bad.cache").write_bytes(b"x" * 2_008_953)
+    os.mkfifo(d / "f.cache")
+    (d / "init.cache").write_bytes(bytes(2_008_953))
+    m = make_monitor(interval_s=60, use_inotify=True)
+    m.start()
+    wait_until(lambda: m.stats.scans >= 1 + core.INITIALISING_RETRIES, 5, "the initialising retries")
+    time.sleep(1.0)  # an observation window (20 retry periods): nothing else may happen in it
+    assert m.stats.scans == 1 + core.INITIALISING_RETRIES
