@@ -85,8 +85,9 @@ def test_corrupt_and_missing_config_on_sighup(cluster_factory):
     res = schedule_and_admit(c, "after-fix")
     assert res.admitted, res.error
     record("config-reload", "corrupt, then missing device config on reload (SIGHUP)",
-           "corrupt: reload refused, previous config kept, still serving; missing: reloads the defaults "
-           f"({missing_ids} IDs); fixed file + SIGHUP applied (recovery = SIGHUP → new list at the kubelet)",
+           "corrupt: reload refused, previous config kept, still serving; missing: "
+           + ("previous split kept" if missing_ids == 8 else f"{missing_ids} IDs advertised (defaults)")
+           + "; fixed file + SIGHUP applied (recovery = SIGHUP → new list at the kubelet)",
            recovery, 10, 42)
     assert recovery <= 10
 
