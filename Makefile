@@ -60,5 +60,15 @@ bench-quick: install fakenvml
 bench-readme: install
 	$(PY) -m benchmarks.summary --readme README.md $(BENCH_OUT)/summary.md
 
+# Reliability: the long soak variants (tests marked `soak`, e.g. 1,000 allocate/delete cycles);
+# `make test` runs the short ones.  reliability-readme rewrites the README Reliability table from
+# build/reliability/results.json (written by every run of tests/reliability).
+.PHONY: soak reliability-readme
+soak: install fakenvml
+	$(PY) -m pytest tests/reliability -m soak $(PYTEST_ARGS)
+
+reliability-readme: install
+	$(PY) -m tests.reliability.readme README.md build/reliability/results.json
+
 clean:
 	rm -rf build vgpu/_native*.so vgpu/_native.c *.egg-info
