@@ -9,7 +9,7 @@ FAKENVML_SRC := $(wildcard native/fakenvml/*.c) $(wildcard native/fakenvml/*.h) 
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/*.cdef) native/build_native.py
 PYTEST_ARGS ?=
 
-.PHONY: all install fakenvml test bench bench-quick bench-readme clean proto manifests
+.PHONY: all install fakenvml test bench bench-quick bench-readme clean proto manifests demo
 
 all: install fakenvml
 
@@ -42,6 +42,11 @@ $(FAKENVML): $(FAKENVML_SRC)
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fPIC -shared -std=gnu11 -Wall -Wextra -Inative -Wl,-soname,libnvidia-ml.so.1 \
 	    -o $@ $(filter %.c,$(FAKENVML_SRC)) -lpthread -lm
+
+# The whole flow on a laptop: fake GPUs, simulated cluster, real plugin and monitor processes
+# (Ctrl-C stops it; DEMO_ARGS="--duration 30" for a scripted run, see `vgpu demo --help`).
+demo: install fakenvml
+	$(PY) -m vgpu demo $(DEMO_ARGS)
 
 test: install fakenvml
 	$(PY) -m pytest $(PYTEST_ARGS)
