@@ -285,8 +285,12 @@ class Demo:
             done = self._flow_done()
             if done and self._flow_done_at is None:
                 self._flow_done_at = self.now()
-                self.event("note", "scripted flow complete" + ("" if self.options.duration is not None
-                                                               else "; live view until Ctrl-C"))
+                if self.options.duration is not None:
+                    self.event("note", "scripted flow complete")
+                else:
+                    self.event("note", "scripted flow complete; containers keep running — press Ctrl-C to stop")
+                    if not self.out.live:
+                        self.out.board(board_lines(self.state, self.out))
             timed_out = self.clock() - self._flow_t0 > FLOW_TIMEOUT_S
             if timed_out and not done and not announced:
                 announced = True

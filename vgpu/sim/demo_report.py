@@ -189,8 +189,8 @@ def checks(state: DemoState) -> list[Check]:
     out: list[Check] = []
     regs = [n for n in state.nodes if n.get("registered")]
     out.append(Check("registration", len(regs) == len(state.options.nodes),
-                     f"{len(regs)}/{len(state.options.nodes)} node(s): 3 resources registered with the kubelet, "
-                     "register annotation (and handshake where the Volcano version uses one) on the Node"))
+                     f"{len(regs)}/{len(state.options.nodes)} node(s): 3 resources at the kubelet, register "
+                     "annotation (+ handshake up to v1.15) on the Node"))
     bad = [p for p in state.pods if not p.as_expected]
     out.append(Check("pods", not bad and bool(state.pods),
                      "no sample pod was submitted" if not state.pods else

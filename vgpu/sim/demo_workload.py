@@ -158,10 +158,10 @@ class HamiCoreContainer:
         self._wrote_two = False
         if rk < 0 and not fb.blocked:
             fb.blocked_times += 1
-            notes.append(f"blocked by priority: recent_kernel={rk}, utilization_switch={sw} — a higher-priority "
-                         f"container is active on the same GPU; no kernel launches until the monitor releases it")
+            notes.append(f"blocked by priority (recent_kernel={rk}, utilization_switch={sw}): a higher-priority "
+                         "container is busy on its GPU")
         elif rk >= 0 and fb.blocked:
-            notes.append(f"released: recent_kernel={rk} (no higher-priority work on its GPU any more)")
+            notes.append(f"released (recent_kernel={rk}): no higher-priority work on its GPU any more")
         if sw != fb.utilization_switch:
             fb.switch_changes += 1
             notes.append(f"utilization_switch {fb.utilization_switch} → {sw} "
