@@ -31,6 +31,7 @@ import enum
 import logging
 import math
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -289,6 +290,9 @@ class NodeRegistrar:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._write_lock = threading.Lock()
+        self._changes = 0                # bumped by every input, so the loop never misses a wake-up
+        self.evaluated_at = -math.inf    # clock time of the loop's last decision …
+        self._evaluated_changes = -1     # … and the inputs it had seen
         self.cache: WatchCache = node_cache(client, node_name, listener=self._on_node)
 
     @property
@@ -303,6 +307,7 @@ class NodeRegistrar:
             if value != self.policy.desired_register:
                 log.info("register annotation changes to %s", value)
             self.policy.set_register(value)
+            self._changes += 1
             self._cond.notify_all()
 
     def _on_node(self, kind: str, node: dict[str, Any]) -> None:
@@ -311,12 +316,14 @@ class NodeRegistrar:
             if not node:
                 with self._cond:
                     self.policy.node_gone()
+                    self._changes += 1
                 return
         with self._cond:
             if kind == "DELETED":
                 self.policy.node_gone()
             else:
                 self.policy.observe((node.get("metadata") or {}).get("annotations"), self.clock.monotonic())
+            self._changes += 1
             self._cond.notify_all()
 
     # ---------------------------------------------------------------- lifecycle
@@ -332,6 +339,7 @@ class NodeRegistrar:
     def stop(self) -> None:
         self._stop.set()
         with self._cond:
+            self._changes += 1
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(5)
@@ -340,18 +348,38 @@ class NodeRegistrar:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            with self._cond:
+                seen = self._changes
+                t = self.clock.monotonic()
             try:
                 if self.tick():
                     continue
             except Exception:  # noqa: BLE001 - registration must never die
                 log.exception("node registrar: unexpected error")
             with self._cond:
+                self.evaluated_at = t
+                self._evaluated_changes = seen
+                self._cond.notify_all()
                 if self._stop.is_set():
                     return
+                if self._changes != seen:
+                    continue  # something arrived while we were deciding: decide again, don't sleep
                 deadline = self.policy.next_deadline()
                 now = self.clock.monotonic()
                 if deadline is None or deadline > now:
                     self.clock.wait(self._cond, None if deadline is None else deadline - now)
+
+    def wait_idle(self, t: float, timeout: float) -> bool:
+        """Wait until the loop has decided at clock time ``t`` or later with every input seen
+        (tests with a :class:`~vgpu.kube.clock.FakeClock`)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.evaluated_at < t or self._evaluated_changes != self._changes:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
 
     # ---------------------------------------------------------------- one step
 

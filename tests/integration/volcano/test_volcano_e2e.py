@@ -268,3 +268,25 @@ def test_unreadable_kubeconfig_is_a_config_error(tmp_path):
         assert f"cannot load kubeconfig {tmp_path / 'missing.yaml'}" in p.log()
     finally:
         p.terminate()
+
+
+@pytest.mark.slow
+def test_handshake_auto_real_process_answers_v115_stamp_after_30s(cluster):
+    """Real time, real process: the scheduler stamps Requesting_ on the plugin's startup write and
+    the plugin answers 30 s after seeing it (window [20, 40] s); the node stays usable."""
+    sched = cluster.scheduler("v1.15")
+    sched.start(interval=0.5)
+    try:
+        cluster.store.wait_for(lambda s: NODE in sched.core.nodes, 10, "node usable")
+        t_stamp = time.monotonic()
+        reply = cluster.store.wait_for(
+            lambda s: [r for r in cluster.api.requests.requests(verb="patch", resource="nodes")
+                       if r.user_agent.startswith("vgpu-device-plugin") and r.monotonic > t_stamp], 45,
+            "the plugin's answer to Requesting_")
+        waited = reply[0].monotonic - t_stamp
+        assert 20 <= waited <= 40, waited
+        assert json.loads(reply[0].body)["metadata"]["annotations"][keys.HANDSHAKE].startswith("Reported ")
+        cluster.store.wait_for(lambda s: sched.counters.handshake_requesting >= 2, 10, "the next stamp")
+        assert NODE in sched.core.nodes and sched.counters.handshake_deleted == 0
+    finally:
+        sched.stop()

@@ -162,7 +162,7 @@ def test_nothing_written_before_the_node_is_seen():
 class Harness:
     """API server, emulator and registrar on one fake clock; ``step()`` = one simulated second."""
 
-    def __init__(self, version: str, mode: HandshakeMode, tz_hours: float = 0.0):
+    def __init__(self, version: str, mode: HandshakeMode, tz_hours: float = 0.0, loop: bool = False):
         self.clock = FakeClock()
         self.api = ApiServer(clock=self.clock.unix, bookmark_interval=0.5).start()
         self.api.store.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
@@ -174,7 +174,8 @@ class Harness:
         self.sched = VolcanoSchedulerEmulator(
             k8s.CoreV1Api(self.api_client), SchedulerConfig(version=version, tz=timezone(timedelta(hours=tz_hours))),
             clock=self.clock.unix)
-        self.reg = NodeRegistrar(self.client, NODE, REG, mode, clock=self.clock).start(loop=False)
+        self.loop = loop
+        self.reg = NodeRegistrar(self.client, NODE, REG, mode, clock=self.clock).start(loop=loop)
         self.usable: list[bool] = []
         self.deleted_seen = 0
 
@@ -190,7 +191,13 @@ class Harness:
         """Let everybody react until nobody writes (both sides see every state)."""
         for _ in range(20):
             self._caught_up()
-            wrote = self.reg.tick()
+            if self.loop:  # the registrar's own thread decides; wait until it has seen everything
+                before = len(self.plugin_node_writes())
+                assert self.reg.wait_idle(self.clock.monotonic(), 5)
+                self._caught_up()
+                wrote = len(self.plugin_node_writes()) > before
+            else:
+                wrote = self.reg.tick()
             events = self.sched.sync_nodes()
             hs = (self.node()["metadata"].get("annotations") or {}).get(keys.HANDSHAKE, "")
             self.deleted_seen += hs.startswith("Deleted")
@@ -317,3 +324,15 @@ def test_r6_scheduler_timezone_offsets(harness, hours):
     assert all(w <= 2 for w in per_min) and sum(per_min) >= 5, per_min
     if hours > 0:
         assert all(h.usable) and h.sched.counters.handshake_deleted == 0
+
+
+def test_registrar_thread_on_fake_clock_answers_every_stamp_30s_later(harness):
+    """The production loop (deadline → clock wait → tick), not ``tick()`` driven by the test."""
+    h = harness("v1.15", AUTO, loop=True)
+    t0 = h.clock.unix()
+    h.settle()
+    for s in range(150):
+        h.step(1.0)
+    writes = [round(t - t0) for t in h.plugin_node_writes()]
+    assert writes == [0, 30, 60, 90, 120, 150], writes
+    assert all(h.usable)
