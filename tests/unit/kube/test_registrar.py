@@ -336,3 +336,22 @@ def test_registrar_thread_on_fake_clock_answers_every_stamp_30s_later(harness):
     writes = [round(t - t0) for t in h.plugin_node_writes()]
     assert writes == [0, 30, 60, 90, 120, 150], writes
     assert all(h.usable)
+
+
+def test_mode_parsing_and_renamed_resource_warning():
+    assert HandshakeMode.parse(" Auto ") is AUTO
+    with pytest.raises(ValueError, match="must be one of auto, on, off"):
+        HandshakeMode.parse("sometimes")
+    from vgpu.kube.registrar import warn_renamed_resources
+    out = warn_renamed_resources([("example.com/gpu", "volcano.sh/vgpu-number"),
+                                  ("volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory")])
+    assert len(out) == 1 and "Volcano master (v1.16+)" in out[0] and "example.com/gpu" in out[0]
+
+
+def test_no_kubeconfig_and_not_in_cluster_is_a_clear_error(monkeypatch):
+    from vgpu.kube.client import KubeConfigError, load_configuration
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(KubeConfigError, match="no kubeconfig given .* and no in-cluster service account"):
+        load_configuration(None)
+    with pytest.raises(KubeConfigError, match="cannot load kubeconfig /nonexistent/kc"):
+        load_configuration("/nonexistent/kc")
