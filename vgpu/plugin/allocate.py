@@ -342,6 +342,11 @@ class VolcanoAllocator:
             decoded = self._decode(v)
             st = self._journal_of(v)
             t = self._target(v, st, kind)
+            init = next((c for c in v.init_containers if c.limit(kind) == n), None)
+            if init is not None and not isinstance(decoded, ProtocolError):
+                # The kubelet calls init containers first: this call may be one. Such pods always fail.
+                out.append(_Candidate(v, init, True))
+                continue
             if isinstance(decoded, ProtocolError):
                 if malformed is not None and all(m.uid != v.uid for m, _, _ in malformed):
                     meant = t is not None and t.limit(kind) == n and t.primary is kind

@@ -141,7 +141,8 @@ class PodView:
     creation: str
     annotations: Mapping[str, str]
     containers: tuple[VgpuContainer, ...]
-    init_requests_vgpu: bool
+    init_containers: tuple[VgpuContainer, ...]
+    """Init containers (sidecars included) that request vGPU: the plugin refuses such pods."""
     deleting: bool
     terminal: bool
     raw: Mapping[str, Any]
@@ -149,6 +150,10 @@ class PodView:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def init_requests_vgpu(self) -> bool:
+        return bool(self.init_containers)
 
     @property
     def vgpu_node(self) -> str | None:
@@ -177,20 +182,24 @@ def pod_view(pod: Mapping[str, Any], names: ResourceNames) -> PodView:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
-    ctrs = []
-    for i, c in enumerate(spec.get("containers") or ()):
-        if not isinstance(c, Mapping) or not requests_vgpu(c, names):
-            continue
-        lim = _limits(c)
-        limits = tuple((kind, parse_whole_quantity(lim[names.name(kind)]))
-                       for kind in (ResourceKind.NUMBER, ResourceKind.MEMORY, ResourceKind.CORES)
-                       if names.name(kind) in lim)
-        ctrs.append(VgpuContainer(len(ctrs), i, str(c.get("name", "")), limits,
-                                  _env_value(c, "CUDA_DISABLE_CONTROL")))
-    init = any(isinstance(c, Mapping) and requests_vgpu(c, names) for c in spec.get("initContainers") or ())
+    def vgpu_containers(items: Any) -> tuple[VgpuContainer, ...]:
+        out: list[VgpuContainer] = []
+        for i, c in enumerate(items or ()):
+            if not isinstance(c, Mapping) or not requests_vgpu(c, names):
+                continue
+            lim = _limits(c)
+            limits = tuple((kind, parse_whole_quantity(lim[names.name(kind)]))
+                           for kind in (ResourceKind.NUMBER, ResourceKind.MEMORY, ResourceKind.CORES)
+                           if names.name(kind) in lim)
+            out.append(VgpuContainer(len(out), i, str(c.get("name", "")), limits,
+                                     _env_value(c, "CUDA_DISABLE_CONTROL")))
+        return tuple(out)
+
+    ctrs = vgpu_containers(spec.get("containers"))
+    init = vgpu_containers(spec.get("initContainers"))
     return PodView(
         uid=str(meta.get("uid", "")), namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
         resource_version=str(meta.get("resourceVersion", "")), creation=str(meta.get("creationTimestamp", "")),
-        annotations=meta.get("annotations") or {}, containers=tuple(ctrs), init_requests_vgpu=init,
+        annotations=meta.get("annotations") or {}, containers=ctrs, init_containers=init,
         deleting=bool(meta.get("deletionTimestamp")), terminal=status.get("phase") in ("Succeeded", "Failed"),
         raw=pod)

@@ -370,3 +370,11 @@ def test_failure_while_api_unreachable_is_written_once_it_is_back(sim):
     sim.store.wait_for(lambda s: "hamivgpu" not in (s.get("nodes", None, NODE)["metadata"].get("annotations") or {})
                        and s.list("events"), 15, "queued lock release and event")
     assert_failed(sim, "p", "is unhealthy")
+
+
+def test_a8_init_container_call_with_its_own_count_fails_the_pod(sim):
+    sim.schedule("p", [{"name": "app", "limits": {NUMBER: 2}}], [[dev(0), dev(1)]],
+                 init=[{"name": "init", "limits": {NUMBER: 1}}], lock=True)
+    with pytest.raises(AllocationError, match=ERR_INIT):
+        sim.allocate(N, sim.number_ids(0))  # the init container's call: 1 device
+    assert_failed(sim, "p", ERR_INIT)
