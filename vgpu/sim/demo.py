@@ -253,8 +253,10 @@ class Demo:
         for ex in examples:
             rec = PodRecord(ex)
             self.state.pods.append(rec)
-            if ex.wants_mig and not self.options.mig_nodes:
-                rec.state, rec.skipped = SKIPPED, "no node in mode mig in this run (see --gpus/--mode/--nodes)"
+            modes = {n.mode for n in self.options.nodes}
+            if ex.wants_mode is not None and ex.wants_mode not in modes:
+                rec.state = SKIPPED
+                rec.skipped = f"asks for vgpu-mode {ex.wants_mode}; no node has that mode in this run"
                 self.event("submit", f"{ex.key} skipped: {rec.skipped}")
                 continue
             pod = cluster.api.store.create("pods", ex.manifest, ex.namespace)

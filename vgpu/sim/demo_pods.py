@@ -2,8 +2,8 @@
 
 Each ``*.yaml`` file holds one Pod.  A line ``# vgpu-demo: expect Unschedulable`` in a file
 marks a pod that is meant NOT to be scheduled (the oversized example); every other pod is
-expected to reach ``volcano.sh/bind-phase: success``.  A pod that asks for
-``volcano.sh/vgpu-mode: mig`` is left out (and says why) when the demo has no MIG node.
+expected to reach ``volcano.sh/bind-phase: success``.  A pod whose ``volcano.sh/vgpu-mode`` names a
+mode that no simulated node has (e.g. ``mig`` with ``--mode hami-core``) is left out, saying why.
 
 :class:`PodRecord` is the demo's view of one pod through its life: submitted → scheduled (the
 scheduler's annotations) → admitted by the kubelet (Allocate env/mounts per container) →
@@ -52,8 +52,13 @@ class Example:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def wants_mode(self) -> str | None:
+        """The node mode the pod insists on (``volcano.sh/vgpu-mode``), if any."""
+        return (self.manifest["metadata"].get("annotations") or {}).get(keys.VGPU_MODE)
+
+    @property
     def wants_mig(self) -> bool:
-        return (self.manifest["metadata"].get("annotations") or {}).get(keys.VGPU_MODE) == keys.MODE_MIG
+        return self.wants_mode == keys.MODE_MIG
 
 
 def load_example(path: pathlib.Path) -> Example:

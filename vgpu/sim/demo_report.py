@@ -11,7 +11,7 @@ from typing import Any
 from vgpu.protocol import ProtocolError, decode_pod_devices, decode_register, keys
 from vgpu.sim.demo_metrics import Sample, per_pod
 from vgpu.sim.demo_options import DemoOptions
-from vgpu.sim.demo_pods import RUNNING, PodRecord
+from vgpu.sim.demo_pods import EXPECT_SUCCESS, RUNNING, PodRecord
 from vgpu.sim.demo_render import Printer, human_bytes, short_uuid, table
 from vgpu.sim.demo_workload import HamiCoreContainer, MigContainer
 
@@ -202,14 +202,17 @@ def checks(state: DemoState) -> list[Check]:
         out.append(Check("multi-container", ok,
                          "a pod with a container without GPU got bind-phase=success, that container no devices"
                          if ok else "no multi-container pod (one container without GPU) reached success"))
-    missing = [p.key for p in state.hami_pods() if p.key not in state.metrics_seen]
-    out.append(Check("metrics", bool(state.metrics_seen) and not missing,
-                     f"/metrics served per-pod values for {len(state.metrics_seen)} pod(s)" if not missing else
-                     f"no per-pod values on /metrics for {', '.join(missing)}"))
-    seen = [c for c in state.containers() if isinstance(c, HamiCoreContainer) and c.feedback.seen]
-    out.append(Check("feedback", bool(seen),
-                     f"the monitor's feedback loop wrote into {len(seen)} shared region(s)" if seen else
-                     "no feedback from the monitor seen in any shared region"))
+    hami_expected = any(not p.skipped and p.example.expect == EXPECT_SUCCESS and p.example.wants_mode != "mig"
+                        and _wants_vgpu(p) for p in state.pods)
+    if hami_expected or state.hami_pods():
+        missing = [p.key for p in state.hami_pods() if p.key not in state.metrics_seen]
+        out.append(Check("metrics", bool(state.metrics_seen) and not missing,
+                         f"/metrics served per-pod values for {len(state.metrics_seen)} pod(s)" if not missing else
+                         f"no per-pod values on /metrics for {', '.join(missing)}"))
+        seen = [c for c in state.containers() if isinstance(c, HamiCoreContainer) and c.feedback.seen]
+        out.append(Check("feedback", bool(seen),
+                         f"the monitor's feedback loop wrote into {len(seen)} shared region(s)" if seen else
+                         "no feedback from the monitor seen in any shared region"))
     if state.options.mig_nodes and any(p.example.wants_mig and not p.skipped for p in state.pods):
         ok = bool(state.mig and state.mig.get("mig_uuids"))
         out.append(Check("mig", ok, f"MIG allocation {state.mig['pod']} -> {', '.join(state.mig['mig_uuids'])}"
@@ -225,13 +228,19 @@ def checks(state: DemoState) -> list[Check]:
     return out
 
 
+def _ctr_wants_vgpu(c: dict[str, Any]) -> bool:
+    limits = (c.get("resources") or {}).get("limits") or {}
+    return any(k.startswith("volcano.sh/vgpu-") for k in limits)
+
+
+def _wants_vgpu(p: PodRecord) -> bool:
+    return any(_ctr_wants_vgpu(c) for c in (p.example.manifest.get("spec") or {}).get("containers") or [])
+
+
 def _has_plain_container(p: PodRecord) -> bool:
     """A pod with at least one vGPU container and one without any vGPU request."""
     ctrs = (p.example.manifest.get("spec") or {}).get("containers") or []
-    def wants(c: dict[str, Any]) -> bool:
-        limits = (c.get("resources") or {}).get("limits") or {}
-        return any(k.startswith("volcano.sh/vgpu-") for k in limits)
-    return any(wants(c) for c in ctrs) and any(not wants(c) for c in ctrs)
+    return any(_ctr_wants_vgpu(c) for c in ctrs) and any(not _ctr_wants_vgpu(c) for c in ctrs)
 
 
 def exit_code(state: DemoState, results: list[Check]) -> int:
