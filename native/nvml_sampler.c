@@ -799,3 +799,147 @@ int vnv_parent_of_mig_device(const vnv_ctx *ctx, vnv_device_t mig, vnv_device_t 
         *out = (vnv_device_t)p;
     return rc;
 }
+
+/* ------------------------------------------------------------------ bulk MIG reads */
+
+static int mig_fail(vnv_mig_status *st, uint32_t call, uint32_t arg, int rc)
+{
+    st->call = call;
+    st->arg = arg;
+    return rc;
+}
+
+/* The CIs of one GI for the query's CI profiles, appended to cis[*n_ci ..]. */
+static int read_cis(const vnv_ctx *ctx, const vnv_layout_query *q, nvmlGpuInstance_t gi, vnv_layout_ci *cis,
+                    uint32_t ci_cap, vnv_mig_status *st)
+{
+    uint32_t nprof = q->n_ci_profiles < VNV_MAX_CI_PROFILES ? q->n_ci_profiles : VNV_MAX_CI_PROFILES;
+    for (uint32_t p = 0; p < nprof; p++) {
+        uint32_t pid = q->ci_profile_ids[p];
+        if (!ctx->fn.ci_list)
+            return mig_fail(st, VNV_CALL_CI_LIST, pid, NVML_ERROR_FUNCTION_NOT_FOUND);
+        nvmlComputeInstance_t buf[VNV_MAX_INSTANCES]; /* see vnv_gi_list */
+        unsigned int n = VNV_MAX_INSTANCES;
+        int rc = ctx->fn.ci_list(gi, pid, buf, &n);
+        if (rc != NVML_SUCCESS)
+            return mig_fail(st, VNV_CALL_CI_LIST, pid, rc);
+        if (n > VNV_MAX_INSTANCES)
+            n = VNV_MAX_INSTANCES;
+        if (n > ci_cap - st->n_ci)
+            return mig_fail(st, VNV_CALL_CI_LIST, pid, NVML_ERROR_INSUFFICIENT_SIZE);
+        for (uint32_t k = 0; k < n; k++) {
+            if (!ctx->fn.ci_info)
+                return mig_fail(st, VNV_CALL_CI_INFO, 0, NVML_ERROR_FUNCTION_NOT_FOUND);
+            nvmlComputeInstanceInfo_t info;
+            memset(&info, 0, sizeof info);
+            rc = ctx->fn.ci_info(buf[k], &info);
+            if (rc != NVML_SUCCESS)
+                return mig_fail(st, VNV_CALL_CI_INFO, 0, rc);
+            vnv_layout_ci *c = &cis[st->n_ci++];
+            c->handle = (vnv_compute_instance_t)buf[k];
+            c->id = info.id;
+            c->ci_profile = p;
+        }
+    }
+    return NVML_SUCCESS;
+}
+
+int vnv_mig_read_layout(const vnv_ctx *ctx, vnv_device_t dev, const vnv_layout_query *queries, uint32_t nq,
+                        vnv_layout_gi *gis, uint32_t gi_cap, vnv_layout_ci *cis, uint32_t ci_cap,
+                        vnv_mig_status *status)
+{
+    NONNULL(ctx, dev, status);
+    memset(status, 0, sizeof *status);
+    if (nq && !queries)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((gi_cap && !gis) || (ci_cap && !cis))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (uint32_t qi = 0; qi < nq; qi++) {
+        const vnv_layout_query *q = &queries[qi];
+        if (!ctx->fn.gi_list)
+            return mig_fail(status, VNV_CALL_GI_LIST, q->gi_profile_id, NVML_ERROR_FUNCTION_NOT_FOUND);
+        nvmlGpuInstance_t buf[VNV_MAX_INSTANCES]; /* see vnv_gi_list */
+        unsigned int n = VNV_MAX_INSTANCES;
+        int rc = ctx->fn.gi_list(DEV(dev), q->gi_profile_id, buf, &n);
+        if (rc != NVML_SUCCESS)
+            return mig_fail(status, VNV_CALL_GI_LIST, q->gi_profile_id, rc);
+        if (n > VNV_MAX_INSTANCES)
+            n = VNV_MAX_INSTANCES;
+        if (n > gi_cap - status->n_gi)
+            return mig_fail(status, VNV_CALL_GI_LIST, q->gi_profile_id, NVML_ERROR_INSUFFICIENT_SIZE);
+        for (uint32_t k = 0; k < n; k++) {
+            if (!ctx->fn.gi_info)
+                return mig_fail(status, VNV_CALL_GI_INFO, 0, NVML_ERROR_FUNCTION_NOT_FOUND);
+            nvmlGpuInstanceInfo_t info;
+            memset(&info, 0, sizeof info);
+            rc = ctx->fn.gi_info(buf[k], &info);
+            if (rc != NVML_SUCCESS)
+                return mig_fail(status, VNV_CALL_GI_INFO, 0, rc);
+            vnv_layout_gi *g = &gis[status->n_gi++];
+            memset(g, 0, sizeof *g);
+            g->handle = (vnv_gpu_instance_t)buf[k];
+            g->query = qi;
+            g->id = info.id;
+            g->profile_id = info.profileId;
+            g->placement_start = info.placement.start;
+            g->placement_size = info.placement.size;
+            g->ci_first = status->n_ci;
+            if (q->n_ci_profiles == VNV_CI_PROFILES_UNKNOWN)
+                continue;
+            g->cis_read = 1;
+            rc = read_cis(ctx, q, buf[k], cis, ci_cap, status);
+            if (rc != NVML_SUCCESS)
+                return rc;
+            g->ci_count = status->n_ci - g->ci_first;
+        }
+    }
+    return NVML_SUCCESS;
+}
+
+int vnv_mig_devices(const vnv_ctx *ctx, vnv_device_t dev, vnv_mig_device_row *out, uint32_t cap,
+                    vnv_mig_status *status)
+{
+    NONNULL(ctx, dev, status);
+    memset(status, 0, sizeof *status);
+    if (cap && !out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!ctx->fn.max_mig_devices)
+        return mig_fail(status, VNV_CALL_MAX_MIG, 0, NVML_ERROR_FUNCTION_NOT_FOUND);
+    unsigned int count = 0;
+    int rc = ctx->fn.max_mig_devices(DEV(dev), &count);
+    if (rc != NVML_SUCCESS)
+        return mig_fail(status, VNV_CALL_MAX_MIG, 0, rc);
+    for (uint32_t i = 0; i < count; i++) {
+        if (!ctx->fn.mig_by_index)
+            return mig_fail(status, VNV_CALL_MIG_BY_INDEX, i, NVML_ERROR_FUNCTION_NOT_FOUND);
+        nvmlDevice_t m = NULL;
+        rc = ctx->fn.mig_by_index(DEV(dev), i, &m);
+        if (rc == NVML_ERROR_NOT_FOUND)
+            continue;
+        if (rc != NVML_SUCCESS)
+            return mig_fail(status, VNV_CALL_MIG_BY_INDEX, i, rc);
+        if (status->n_gi >= cap)
+            return mig_fail(status, VNV_CALL_MIG_BY_INDEX, i, NVML_ERROR_INSUFFICIENT_SIZE);
+        vnv_mig_device_row *r = &out[status->n_gi];
+        memset(r, 0, sizeof *r);
+        r->index = i;
+        unsigned int v = 0;
+        if (!ctx->fn.mig_gi_id)
+            return mig_fail(status, VNV_CALL_MIG_GI_ID, i, NVML_ERROR_FUNCTION_NOT_FOUND);
+        if ((rc = ctx->fn.mig_gi_id(m, &v)) != NVML_SUCCESS)
+            return mig_fail(status, VNV_CALL_MIG_GI_ID, i, rc);
+        r->gpu_instance_id = v;
+        if (!ctx->fn.mig_ci_id)
+            return mig_fail(status, VNV_CALL_MIG_CI_ID, i, NVML_ERROR_FUNCTION_NOT_FOUND);
+        if ((rc = ctx->fn.mig_ci_id(m, &v)) != NVML_SUCCESS)
+            return mig_fail(status, VNV_CALL_MIG_CI_ID, i, rc);
+        r->compute_instance_id = v;
+        if (!ctx->fn.uuid)
+            return mig_fail(status, VNV_CALL_UUID, i, NVML_ERROR_FUNCTION_NOT_FOUND);
+        if ((rc = ctx->fn.uuid(m, r->uuid, VNV_UUID_LEN)) != NVML_SUCCESS)
+            return mig_fail(status, VNV_CALL_UUID, i, rc);
+        r->uuid[VNV_UUID_LEN - 1] = '\0';
+        status->n_gi++;
+    }
+    return NVML_SUCCESS;
+}

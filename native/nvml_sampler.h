@@ -26,6 +26,21 @@
 #define VNV_MAX_PROCESS_SCRATCH 4096        /* processes/samples read per device per call, at most */
 #define VNV_MAX_INSTANCES 64                /* GI/CI handles or placements returned by one call */
 #define VNV_NAME_LEN 96
+#define VNV_UUID_LEN 96                     /* NVML_DEVICE_UUID_V2_BUFFER_SIZE (80), rounded up */
+#define VNV_MAX_CI_PROFILES 16              /* CI profile ids one layout query lists per GI profile */
+#define VNV_CI_PROFILES_UNKNOWN 0xFFFFFFFFu /* layout query: list the GIs only, not their CIs */
+
+/* Which NVML call of a bulk MIG read failed (vnv_mig_status.call). */
+#define VNV_CALL_NONE 0
+#define VNV_CALL_GI_LIST 1                  /* nvmlDeviceGetGpuInstances(arg = profileId) */
+#define VNV_CALL_GI_INFO 2                  /* nvmlGpuInstanceGetInfo */
+#define VNV_CALL_CI_LIST 3                  /* nvmlGpuInstanceGetComputeInstances(arg = profileId) */
+#define VNV_CALL_CI_INFO 4                  /* nvmlComputeInstanceGetInfo_v2 */
+#define VNV_CALL_MAX_MIG 5                  /* nvmlDeviceGetMaxMigDeviceCount */
+#define VNV_CALL_MIG_BY_INDEX 6             /* nvmlDeviceGetMigDeviceHandleByIndex(arg = index) */
+#define VNV_CALL_MIG_GI_ID 7                /* nvmlDeviceGetGpuInstanceId */
+#define VNV_CALL_MIG_CI_ID 8                /* nvmlDeviceGetComputeInstanceId */
+#define VNV_CALL_UUID 9                     /* nvmlDeviceGetUUID */
 
 typedef struct vnv_ctx vnv_ctx;
 /* Opaque NVML handles, distinct types so a GI cannot be passed where a CI is expected. */
@@ -117,6 +132,49 @@ typedef struct {
     vnv_gpu_instance_t gpu_instance;
 } vnv_ci_info;
 
+/* Bulk MIG reads (one Python -> C crossing for a whole query; the NVML calls and their order
+ * are those of the per-call wrappers).  Input: one query per GI profile. */
+typedef struct {
+    uint32_t gi_profile_id;
+    uint32_t n_ci_profiles;        /* VNV_CI_PROFILES_UNKNOWN: do not read this profile's CIs */
+    uint32_t ci_profile_ids[VNV_MAX_CI_PROFILES];
+} vnv_layout_query;
+
+/* One GPU instance found by vnv_mig_read_layout. */
+typedef struct {
+    vnv_gpu_instance_t handle;
+    uint32_t query;                /* index of the query (GI profile) it was listed under */
+    uint32_t id;
+    uint32_t profile_id;
+    uint32_t placement_start;
+    uint32_t placement_size;
+    uint32_t ci_first;             /* its CIs are cis[ci_first .. ci_first + ci_count) */
+    uint32_t ci_count;
+    uint32_t cis_read;             /* 0 when its query's CI profiles were unknown */
+} vnv_layout_gi;
+
+typedef struct {
+    vnv_compute_instance_t handle;
+    uint32_t id;
+    uint32_t ci_profile;           /* index into its query's ci_profile_ids */
+} vnv_layout_ci;
+
+/* One MIG device found by vnv_mig_devices. */
+typedef struct {
+    uint32_t index;
+    uint32_t gpu_instance_id;
+    uint32_t compute_instance_id;
+    char uuid[VNV_UUID_LEN];
+} vnv_mig_device_row;
+
+/* Counts written and, on failure, which call failed with which argument. */
+typedef struct {
+    uint32_t n_gi;
+    uint32_t n_ci;
+    uint32_t call;                 /* VNV_CALL_*; VNV_CALL_NONE on success */
+    uint32_t arg;
+} vnv_mig_status;
+
 /* ---- lifecycle */
 int vnv_open(const char *library_path, vnv_ctx **out, char *err, uint32_t errlen);
 void vnv_close(vnv_ctx *ctx);
@@ -163,5 +221,17 @@ int vnv_is_mig_device(const vnv_ctx *ctx, vnv_device_t dev, uint32_t *is_mig);
 int vnv_mig_gpu_instance_id(const vnv_ctx *ctx, vnv_device_t mig, uint32_t *id);
 int vnv_mig_compute_instance_id(const vnv_ctx *ctx, vnv_device_t mig, uint32_t *id);
 int vnv_parent_of_mig_device(const vnv_ctx *ctx, vnv_device_t mig, vnv_device_t *out);
+
+/* ---- bulk MIG reads.  For each query in order: nvmlDeviceGetGpuInstances, then per GI its
+ * info and, per CI profile of the query, nvmlGpuInstanceGetComputeInstances and each CI's
+ * info.  Stops at the first failing call (status->call names it) and returns its code;
+ * NVML_ERROR_INSUFFICIENT_SIZE when gis[gi_cap] or cis[ci_cap] would overflow. */
+int vnv_mig_read_layout(const vnv_ctx *ctx, vnv_device_t dev, const vnv_layout_query *queries, uint32_t nq,
+                        vnv_layout_gi *gis, uint32_t gi_cap, vnv_layout_ci *cis, uint32_t ci_cap,
+                        vnv_mig_status *status);
+/* Every MIG device of `dev`: nvmlDeviceGetMaxMigDeviceCount, then per index the handle
+ * (NOT_FOUND: skipped), its GI id, CI id and UUID.  status->n_gi = rows written. */
+int vnv_mig_devices(const vnv_ctx *ctx, vnv_device_t dev, vnv_mig_device_row *out, uint32_t cap,
+                    vnv_mig_status *status);
 
 #endif /* VGPU_NVML_SAMPLER_H */

@@ -2,14 +2,29 @@
 
 Read-only NVML queries (mig.md §5.2 step 3 and §6).  Nothing here creates or destroys; the
 reconciliation in :mod:`vgpu.mig.reconcile` compares this against a plan.
+
+The layout and the MIG devices are read with the bulk calls of ``MigNvml`` (the loop over
+profiles, GIs and CIs runs in C; same NVML calls, same order).  The C query names, per GI
+profile, its CI profile ids from :class:`CiProfileCache`; a GI profile whose CI profiles are
+not known yet (no GI of it was seen) has its GIs' CIs read call by call, which also fills the
+cache, after which the next read is a single bulk call.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from vgpu.mig.profiles import ProfileCatalog, ProfileInfo
-from vgpu.nvml.errors import NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NvmlError
-from vgpu.nvml.mig_native import ComputeInstance, DeviceHandle, GpuInstance, MigNvml, Placement
+from vgpu.nvml.errors import NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED, NvmlError
+from vgpu.nvml.mig_native import (
+    ComputeInstance,
+    DeviceHandle,
+    GpuInstance,
+    LayoutQuery,
+    MigNvml,
+    Placement,
+    layout_query,
+)
 
 NVML_COMPUTE_INSTANCE_PROFILE_COUNT = 0x9
 
@@ -23,7 +38,7 @@ class CiProfile:
     full: bool              # spans the whole GI (the only kind we create)
 
 
-@dataclass
+@dataclass(slots=True)
 class ExistingCi:
     handle: ComputeInstance
     id: int
@@ -31,7 +46,7 @@ class ExistingCi:
     full: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class ExistingGi:
     handle: GpuInstance
     id: int
@@ -47,11 +62,14 @@ class ExistingGi:
 
     @property
     def full_ci(self) -> ExistingCi | None:
-        return next((c for c in self.cis if c.full), None)
+        for c in self.cis:
+            if c.full:
+                return c
+        return None
 
     @property
     def partial_cis(self) -> list[ExistingCi]:
-        return [c for c in self.cis if not c.full]
+        return [c for c in self.cis if not c.full] if self.cis else []
 
 
 class CiProfileCache:
@@ -59,6 +77,24 @@ class CiProfileCache:
 
     def __init__(self) -> None:
         self._by_gi_profile: dict[int, tuple[CiProfile, ...]] = {}
+        self._query: tuple[Any, int, LayoutQuery] | None = None   # (catalog, profiles known, query)
+
+    def known(self, profile: ProfileInfo) -> tuple[CiProfile, ...] | None:
+        """The cached CI profiles of a GI profile, or None when none of its GIs was seen yet."""
+        return self._by_gi_profile.get(profile.profile_id)
+
+    def query(self, catalog: ProfileCatalog) -> LayoutQuery:
+        """The bulk layout query for ``catalog``, rebuilt only when it or the cache changed."""
+        cached = self._query
+        if cached is not None and cached[0] is catalog and cached[1] == len(self._by_gi_profile):
+            return cached[2]
+        entries = []
+        for profile in catalog.profiles:
+            cps = self._by_gi_profile.get(profile.profile_id)
+            entries.append((profile.profile_id, None if cps is None else [cp.profile_id for cp in cps]))
+        query = layout_query(entries)
+        self._query = (catalog, len(self._by_gi_profile), query)
+        return query
 
     def get(self, nvml: MigNvml, gi: GpuInstance, profile: ProfileInfo) -> tuple[CiProfile, ...]:
         cached = self._by_gi_profile.get(profile.profile_id)
@@ -100,11 +136,28 @@ def read_layout(nvml: MigNvml, handle: DeviceHandle, catalog: ProfileCatalog,
                 ci_profiles: CiProfileCache) -> list[ExistingGi]:
     """Every GPU instance of every supported profile with its compute instances, by GI id."""
     out = []
-    for profile in catalog.profiles:
-        for gi in nvml.gpu_instances(handle, profile.profile_id):
-            out.append(read_gpu_instance(nvml, gi, profile, ci_profiles))
-    out.sort(key=lambda g: g.id)
+    profiles = catalog.profiles
+    for row in nvml.read_layout(handle, ci_profiles.query(catalog)):
+        profile = profiles[row.query]
+        gi = ExistingGi(row.handle, row.id, row.profile_id, row.placement, profile)
+        cps = ci_profiles.known(profile) if row.cis is not None else None
+        if cps is None:   # CI profiles learnt from this GI; its CIs read call by call
+            for cp in ci_profiles.get(nvml, row.handle, profile):
+                for ci in nvml.compute_instances(row.handle, cp.profile_id):
+                    gi.cis.append(ExistingCi(ci, nvml.compute_instance_info(ci).id, cp.profile_id, cp.full))
+        else:
+            for ci_handle, ci_id, k in row.cis:
+                cp = cps[k]
+                gi.cis.append(ExistingCi(ci_handle, ci_id, cp.profile_id, cp.full))
+        if len(gi.cis) > 1:
+            gi.cis.sort(key=_by_id)
+        out.append(gi)
+    out.sort(key=_by_id)
     return out
+
+
+def _by_id(item: ExistingGi | ExistingCi) -> int:
+    return item.id
 
 
 def mig_device_uuids(nvml: MigNvml, handle: DeviceHandle) -> dict[tuple[int, int], str]:
@@ -114,13 +167,4 @@ def mig_device_uuids(nvml: MigNvml, handle: DeviceHandle) -> dict[tuple[int, int
     position order, so nothing here assumes it (known-failures G-4).  The UUID is passed
     through unchanged (``MIG-<uuid>`` or the pre-R470 ``MIG-GPU-<uuid>/<gi>/<ci>``).
     """
-    out: dict[tuple[int, int], str] = {}
-    for index in range(nvml.max_mig_device_count(handle)):
-        try:
-            mig = nvml.mig_device_by_index(handle, index)
-        except NvmlError as exc:
-            if exc.code == NVML_ERROR_NOT_FOUND:
-                continue
-            raise
-        out[(nvml.mig_gpu_instance_id(mig), nvml.mig_compute_instance_id(mig))] = nvml.uuid(mig)
-    return out
+    return {(row.gpu_instance_id, row.compute_instance_id): row.uuid for row in nvml.mig_devices(handle)}

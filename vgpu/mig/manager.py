@@ -19,7 +19,7 @@ from vgpu.mig.errors import MigConfigError, MigError, MigGpuUnavailable, MigPosi
 from vgpu.mig.layout import CiProfileCache
 from vgpu.mig.plan import GroupPlan, PlannedInstance, plan_group
 from vgpu.mig.profiles import ProfileCatalog, resolve_catalog
-from vgpu.mig.reconcile import ApplyResult, Busy, MigInstanceInfo, Observer, reconcile, resolve
+from vgpu.mig.reconcile import ApplyResult, Busy, MigInstanceInfo, Observer, ResultMemo, reconcile, resolve
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.errors import NvmlError
 from vgpu.nvml.mig_native import DeviceHandle, MigNvml
@@ -41,6 +41,7 @@ class MigGpu:
     plans: dict[str, GroupPlan]
     plan_errors: dict[str, str]
     ci_profiles: CiProfileCache = field(default_factory=CiProfileCache)
+    memo: ResultMemo = field(default_factory=dict)   # reused result objects (reconcile.ResultMemo)
 
     @property
     def model(self) -> str:
@@ -194,7 +195,7 @@ class MigManager:
             except NvmlError as exc:
                 raise MigGpuUnavailable(f"GPU {uuid}: {exc}") from None
             result = reconcile(self.nvml, handle, uuid, plan, gpu.catalog, gpu.ci_profiles,
-                               busy=lambda: self.busy(uuid), observer=observer)
+                               busy=lambda: self.busy(uuid), observer=observer, memo=gpu.memo)
         if result.destroyed or result.created:
             log.info("MIG %s on %s: destroyed GI %s, created positions %s", group, uuid,
                      list(result.destroyed), list(result.created))
@@ -206,7 +207,8 @@ class MigManager:
             gpu = self._gpu_locked(uuid)
             plan = gpu.plan(group)
             try:
-                return resolve(self.nvml, self.handle(uuid), uuid, plan, gpu.catalog, gpu.ci_profiles)
+                return resolve(self.nvml, self.handle(uuid), uuid, plan, gpu.catalog, gpu.ci_profiles,
+                               memo=gpu.memo)
             except NvmlError as exc:
                 raise MigResolveError(f"GPU {uuid}: cannot read its MIG layout: {exc}") from None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 
 from vgpu.config.model import MigGroup
 from vgpu.mig.errors import MigConfigError
@@ -31,7 +32,7 @@ class PlannedInstance:
     profile: ProfileInfo
     placement: Placement
 
-    @property
+    @cached_property   # immutable: computed once (apply/resolve ask for it on every call)
     def key(self) -> tuple[int, int]:
         """(profileId, start): how an existing GPU instance is recognised as this position's."""
         return (self.profile.profile_id, self.placement.start)
@@ -48,7 +49,7 @@ class GroupPlan:
     def at(self, position: int) -> PlannedInstance:
         return self.instances[position]
 
-    @property
+    @cached_property
     def keys(self) -> frozenset[tuple[int, int]]:
         return frozenset(i.key for i in self.instances)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from vgpu.mig.errors import MigApplyError, MigInUseError, MigResolveError
 from vgpu.mig.layout import CiProfileCache, ExistingGi, mig_device_uuids, read_gpu_instance, read_layout
@@ -86,6 +87,30 @@ class Busy:
 
 BusyProbe = Callable[[], Busy]
 
+# Results of earlier applies/resolves of one GPU, reused when NVML reports the same instances
+# again (they are immutable values, so handing out the same object is indistinguishable from a
+# new equal one; building ~10 frozen dataclasses per call cost more than the NVML reads).
+# Owned by the caller (``MigGpu.memo``), used under the GPU's lock; bounded by _MEMO_MAX.
+ResultMemo = dict[Any, Any]
+_MEMO_MAX = 1024
+
+
+def _instance_info(memo: ResultMemo | None, uuid: str, group: str, inst: Any, gi_id: int, ci_id: int,
+                   mig_uuid: str) -> MigInstanceInfo:
+    if memo is None:
+        return MigInstanceInfo(uuid, group, inst.position, inst.name, inst.profile.profile_id, inst.placement,
+                               gi_id, ci_id, mig_uuid)
+    key = (uuid, group, inst.position, gi_id, ci_id, mig_uuid)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is inst:     # the same planned instance (memo holds it: no id reuse)
+        return hit[1]
+    info = MigInstanceInfo(uuid, group, inst.position, inst.name, inst.profile.profile_id, inst.placement,
+                           gi_id, ci_id, mig_uuid)
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[key] = (inst, info)
+    return info
+
 
 def _notify(observer: Observer | None, step: MigStep) -> None:
     log.debug("MIG %s on %s: GI %s CI %s (position %s)", step.action, step.gpu_uuid, step.gpu_instance_id,
@@ -145,7 +170,7 @@ def _rollback(nvml: MigNvml, uuid: str, cis: list[tuple[ComputeInstance, int, in
 
 def reconcile(nvml: MigNvml, handle: DeviceHandle, uuid: str, plan: GroupPlan, catalog: ProfileCatalog,
               ci_profiles: CiProfileCache, *, busy: BusyProbe | None = None,
-              observer: Observer | None = None) -> ApplyResult:
+              observer: Observer | None = None, memo: ResultMemo | None = None) -> ApplyResult:
     """Apply ``plan`` to the GPU and return every position's MIG device (see the module doc).
 
     Raises ``MigInUseError`` (nothing of the plan destroyed; nothing at all when the process
@@ -157,8 +182,14 @@ def reconcile(nvml: MigNvml, handle: DeviceHandle, uuid: str, plan: GroupPlan, c
     except NvmlError as exc:
         raise MigApplyError(uuid, exc) from None
     desired = plan.keys
-    doomed = [gi for gi in layout if gi.key not in desired]
-    kept = {gi.key: gi for gi in layout if gi.key in desired}
+    doomed = []
+    kept = {}
+    for gi in layout:
+        key = gi.key
+        if key in desired:
+            kept[key] = gi
+        else:
+            doomed.append(gi)
     reshaped = [gi for gi in kept.values() if gi.partial_cis]
     if doomed or reshaped:
         state = busy() if busy is not None else Busy(frozenset(), known=False)
@@ -214,13 +245,20 @@ def reconcile(nvml: MigNvml, handle: DeviceHandle, uuid: str, plan: GroupPlan, c
         if mig_uuid is None:
             raise MigResolveError(f"MIG position {inst.position} of group {plan.group} on {uuid}: no MIG device "
                                   f"for GPU instance {gi_id} / compute instance {ci_id}")
-        devices.append(MigInstanceInfo(uuid, plan.group, inst.position, inst.name, inst.profile.profile_id,
-                                       inst.placement, gi_id, ci_id, mig_uuid))
-    return ApplyResult(uuid, plan.group, tuple(devices), tuple(destroyed), tuple(created_positions))
+        devices.append(_instance_info(memo, uuid, plan.group, inst, gi_id, ci_id, mig_uuid))
+    found = tuple(devices)
+    if memo is None or destroyed or created_positions:
+        return ApplyResult(uuid, plan.group, found, tuple(destroyed), tuple(created_positions))
+    key = ("apply", uuid, plan.group)
+    hit = memo.get(key)
+    if hit is not None and hit.devices == found:   # identical infos: the memo's objects
+        return hit
+    result = memo[key] = ApplyResult(uuid, plan.group, found)
+    return result
 
 
 def resolve(nvml: MigNvml, handle: DeviceHandle, uuid: str, plan: GroupPlan, catalog: ProfileCatalog,
-            ci_profiles: CiProfileCache) -> dict[int, MigInstanceInfo]:
+            ci_profiles: CiProfileCache, *, memo: ResultMemo | None = None) -> dict[int, MigInstanceInfo]:
     """Position → MIG device for the positions of ``plan`` that exist now (read-only, mig.md §6).
 
     A position whose GPU instance or full compute instance is missing is absent from the result.
@@ -235,6 +273,5 @@ def resolve(nvml: MigNvml, handle: DeviceHandle, uuid: str, plan: GroupPlan, cat
             continue
         mig_uuid = uuids.get((gi.id, ci.id))
         if mig_uuid is not None:
-            out[inst.position] = MigInstanceInfo(uuid, plan.group, inst.position, inst.name,
-                                                 inst.profile.profile_id, inst.placement, gi.id, ci.id, mig_uuid)
+            out[inst.position] = _instance_info(memo, uuid, plan.group, inst, gi.id, ci.id, mig_uuid)
     return out

@@ -9,11 +9,21 @@ Handles (``DeviceHandle``, ``GpuInstance``, ``ComputeInstance``) are only valid 
 ``MigNvml`` that produced them is open; ``close()`` must not race with calls in flight.
 Pass-through calls do not take the context lock, so calls on different GPUs can run in
 parallel (the per-GPU serialisation of mig.md §5 belongs to the caller).
+
+Two bulk reads, :meth:`MigNvml.read_layout` and :meth:`MigNvml.mig_devices`, make the same NVML
+calls in the same order as the per-call wrappers but loop in C (``vnv_mig_read_layout`` /
+``vnv_mig_devices``) into per-thread scratch buffers: the steady-state apply/resolve is ~60
+NVML calls, and one Python→C crossing per call (plus a result object each) cost more than the
+calls themselves.  Per-thread, because one ``MigNvml`` serves every GPU and the caller only
+serialises per GPU.  Handle wrappers and placements of the bulk reads are interned (value
+objects: an equal one is reused instead of built again).
 """
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from vgpu._native import ffi, lib
 from vgpu.nvml.errors import NvmlError
@@ -27,6 +37,30 @@ NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
 CI_PROFILE_FOR_SLICES = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
 
 _UUID_LEN = 96
+_BULK_CAP = 64          # GIs / CIs / MIG devices one bulk read returns (a GPU has at most 8 of each)
+_INTERN_MAX = 4096      # interned handles/placements kept before the tables are cleared
+
+
+def _row_geometry(struct: str, first_word: str, pointer: str | None) -> tuple[int, int, int]:
+    """(uint32 words per row, word index of ``first_word``, pointer words per row) of a row type."""
+    size = ffi.sizeof(struct)
+    ptr = ffi.sizeof("uintptr_t")
+    if size % 4 or (pointer is not None and (size % ptr or ffi.offsetof(struct, pointer) != 0)):
+        raise ImportError(f"unexpected layout of {struct}")
+    return size // 4, ffi.offsetof(struct, first_word) // 4, size // ptr
+
+
+_GI_WORDS, _GI_HEAD, _GI_PTRS = _row_geometry("vnv_layout_gi", "query", "handle")
+_CI_WORDS, _CI_HEAD, _CI_PTRS = _row_geometry("vnv_layout_ci", "id", "handle")
+if [ffi.offsetof("vnv_layout_gi", f) // 4 - _GI_HEAD for f in
+        ("query", "id", "profile_id", "placement_start", "placement_size", "ci_first", "ci_count", "cis_read")] \
+        != list(range(8)) or ffi.offsetof("vnv_layout_ci", "ci_profile") // 4 != _CI_HEAD + 1:
+    raise ImportError("unexpected field order in vnv_layout_gi / vnv_layout_ci")
+_MIG_ROW = ffi.sizeof("vnv_mig_device_row")
+_MIG_WORDS = _MIG_ROW // 4
+_MIG_UUID_AT = ffi.offsetof("vnv_mig_device_row", "uuid")
+if _MIG_ROW % 4 or _MIG_UUID_AT != 12 or ffi.offsetof("vnv_mig_device_row", "compute_instance_id") != 8:
+    raise ImportError("unexpected layout of vnv_mig_device_row")
 
 
 @dataclass(frozen=True)
@@ -105,6 +139,81 @@ class ComputeInstanceInfo:
     gpu_instance: GpuInstance
 
 
+class LayoutQuery(NamedTuple):
+    """The GI profiles a layout read lists, with the CI profile ids to list in each of their GIs
+    (``None``: unknown yet, the GIs are listed without their CIs).  Built once, reused."""
+
+    cdata: Any
+    count: int
+
+
+def layout_query(entries: Sequence[tuple[int, Sequence[int] | None]]) -> LayoutQuery:
+    """``[(gi_profile_id, ci_profile_ids or None), ...]`` as the C array the bulk read takes."""
+    q = ffi.new("vnv_layout_query[]", max(1, len(entries)))
+    for k, (gi_pid, ci_pids) in enumerate(entries):
+        q[k].gi_profile_id = gi_pid
+        if ci_pids is None or len(ci_pids) > lib.VNV_MAX_CI_PROFILES:
+            q[k].n_ci_profiles = lib.VNV_CI_PROFILES_UNKNOWN
+        else:
+            q[k].n_ci_profiles = len(ci_pids)
+            for j, pid in enumerate(ci_pids):
+                q[k].ci_profile_ids[j] = pid
+    return LayoutQuery(q, len(entries))
+
+
+class LayoutGi(NamedTuple):
+    """One GPU instance of a bulk layout read (internal row type of ``vgpu.mig.layout``)."""
+
+    handle: GpuInstance
+    query: int                  # index of the LayoutQuery entry it was listed under
+    id: int
+    profile_id: int
+    placement: Placement
+    cis: list[tuple[ComputeInstance, int, int]] | None   # (handle, id, CI-profile index); None: not read
+
+
+class MigDeviceRow(NamedTuple):
+    index: int
+    gpu_instance_id: int
+    compute_instance_id: int
+    uuid: str
+
+
+# NamedTuple rows built without the Python-level __new__ (all fields are always given).
+_new_tuple = tuple.__new__
+
+
+class _Scratch(threading.local):
+    """Output buffers of the bulk reads, one set per thread (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.gis = ffi.new("vnv_layout_gi[]", _BULK_CAP)
+        self.cis = ffi.new("vnv_layout_ci[]", _BULK_CAP)
+        self.migs = ffi.new("vnv_mig_device_row[]", _BULK_CAP)
+        self.status = ffi.new("vnv_mig_status *")
+        # Integer views of the same memory, for ffi.unpack (see MigNvml.read_layout).
+        self.gi_words = ffi.cast("uint32_t *", self.gis)
+        self.gi_ptrs = ffi.cast("uintptr_t *", self.gis)
+        self.ci_words = ffi.cast("uint32_t *", self.cis)
+        self.ci_ptrs = ffi.cast("uintptr_t *", self.cis)
+        self.mig_words = ffi.cast("uint32_t *", self.migs)
+
+
+def _bulk_function(call: int, arg: int) -> str:
+    """The NVML function a failed bulk read names: the per-call wrappers' wording."""
+    return {
+        lib.VNV_CALL_GI_LIST: f"nvmlDeviceGetGpuInstances(profileId {arg})",
+        lib.VNV_CALL_GI_INFO: "nvmlGpuInstanceGetInfo",
+        lib.VNV_CALL_CI_LIST: f"nvmlGpuInstanceGetComputeInstances(profileId {arg})",
+        lib.VNV_CALL_CI_INFO: "nvmlComputeInstanceGetInfo_v2",
+        lib.VNV_CALL_MAX_MIG: "nvmlDeviceGetMaxMigDeviceCount",
+        lib.VNV_CALL_MIG_BY_INDEX: f"nvmlDeviceGetMigDeviceHandleByIndex({arg})",
+        lib.VNV_CALL_MIG_GI_ID: "nvmlDeviceGetGpuInstanceId",
+        lib.VNV_CALL_MIG_CI_ID: "nvmlDeviceGetComputeInstanceId",
+        lib.VNV_CALL_UUID: "nvmlDeviceGetUUID",
+    }.get(call, "MIG bulk read")
+
+
 def _name(has: int, raw: Any) -> str | None:
     return ffi.string(raw).decode("utf-8", "replace") if has else None
 
@@ -122,6 +231,12 @@ class MigNvml:
     def __init__(self, library: str | None = None, *, native: NativeNvml | None = None) -> None:
         self._owns_native = native is None
         self.native = native if native is not None else NativeNvml(library)
+        self._scratch = _Scratch()
+        # Interned value objects of the bulk reads, by handle address; dict get/set are
+        # atomic, so threads may share them.
+        self._gi_handles: dict[int, GpuInstance] = {}
+        self._ci_handles: dict[int, ComputeInstance] = {}
+        self._placements: dict[tuple[int, int], Placement] = {}
 
     def close(self) -> None:
         if self._owns_native:
@@ -287,6 +402,83 @@ class MigNvml:
         """``NVML_ERROR_IN_USE`` when processes run on it."""
         self._check(lib.vnv_ci_destroy(self.native.ctx, ci.ptr), "nvmlComputeInstanceDestroy")
 
+    # -- bulk reads ------------------------------------------------------------------------
+
+    def _placement(self, start: int, size: int) -> Placement:
+        p = self._placements.get((start, size))
+        if p is None:
+            if len(self._placements) >= _INTERN_MAX:
+                self._placements.clear()
+            p = self._placements[(start, size)] = Placement(start, size)
+        return p
+
+    def read_layout(self, device: DeviceHandle, query: LayoutQuery) -> list[LayoutGi]:
+        """Every GI of the queried profiles with its info and (where the query names CI
+        profiles) its CIs' handles and ids: one C call for what ``gpu_instances`` +
+        ``gpu_instance_info`` + ``compute_instances`` + ``compute_instance_info`` do."""
+        s = self._scratch
+        gis, cis, st = s.gis, s.cis, s.status
+        rc = lib.vnv_mig_read_layout(self.native.ctx, device.ptr, query.cdata, query.count,
+                                     gis, _BULK_CAP, cis, _BULK_CAP, st)
+        if rc != 0:
+            raise self.native.error(rc, _bulk_function(st.call, st.arg))
+        n_gi, n_ci = st.n_gi, st.n_ci
+        if not n_gi:
+            return []
+        # Whole rows as ints in two C calls each instead of a cdata per field: the pointer
+        # column through a uintptr_t view, the uint32 columns through a uint32_t view.
+        gv = ffi.unpack(s.gi_words, n_gi * _GI_WORDS)
+        gp = ffi.unpack(s.gi_ptrs, n_gi * _GI_PTRS)
+        cv = ffi.unpack(s.ci_words, n_ci * _CI_WORDS) if n_ci else ()
+        cp = ffi.unpack(s.ci_ptrs, n_ci * _CI_PTRS) if n_ci else ()
+        gi_handles, ci_handles, placements = self._gi_handles, self._ci_handles, self._placements
+        out = []
+        for k in range(n_gi):
+            o = k * _GI_WORDS + _GI_HEAD
+            query_index, gi_id, profile_id, start, size, first, count, read = gv[o:o + 8]
+            addr = gp[k * _GI_PTRS]
+            h = gi_handles.get(addr)
+            if h is None:   # cdata pointers and GpuInstance compare by address: reuse is exact
+                if len(gi_handles) >= _INTERN_MAX:
+                    gi_handles.clear()
+                h = gi_handles[addr] = GpuInstance(gis[k].handle)
+            ci_rows: list[tuple[ComputeInstance, int, int]] | None = None
+            if read:
+                ci_rows = []
+                for j in range(first, first + count):
+                    caddr = cp[j * _CI_PTRS]
+                    c = ci_handles.get(caddr)
+                    if c is None:
+                        if len(ci_handles) >= _INTERN_MAX:
+                            ci_handles.clear()
+                        c = ci_handles[caddr] = ComputeInstance(cis[j].handle)
+                    w = j * _CI_WORDS + _CI_HEAD
+                    ci_rows.append((c, cv[w], cv[w + 1]))
+            pl = placements.get((start, size)) or self._placement(start, size)
+            out.append(_new_tuple(LayoutGi, (h, query_index, gi_id, profile_id, pl, ci_rows)))
+        return out
+
+    def mig_devices(self, device: DeviceHandle) -> list[MigDeviceRow]:
+        """Every MIG device of ``device`` (indices answering ``NOT_FOUND`` skipped) with its GI
+        id, CI id and UUID: one C call for the ``max_mig_device_count`` / ``mig_device_by_index``
+        / ``mig_gpu_instance_id`` / ``mig_compute_instance_id`` / ``uuid`` loop."""
+        s = self._scratch
+        rows, st = s.migs, s.status
+        rc = lib.vnv_mig_devices(self.native.ctx, device.ptr, rows, _BULK_CAP, st)
+        if rc != 0:
+            raise self.native.error(rc, _bulk_function(st.call, st.arg))
+        n = st.n_gi
+        if not n:
+            return []
+        raw = ffi.buffer(rows, n * _MIG_ROW)[:]
+        words = ffi.unpack(s.mig_words, n * _MIG_WORDS)
+        out = []
+        for k in range(n):
+            w, b = k * _MIG_WORDS, k * _MIG_ROW + _MIG_UUID_AT
+            uuid = raw[b:b + _UUID_LEN].split(b"\0", 1)[0].decode("utf-8", "replace")
+            out.append(_new_tuple(MigDeviceRow, (words[w], words[w + 1], words[w + 2], uuid)))
+        return out
+
     # -- MIG devices -----------------------------------------------------------------------
 
     def max_mig_device_count(self, device: DeviceHandle) -> int:
@@ -327,7 +519,8 @@ class MigNvml:
 
 __all__ = [
     "CI_PROFILE_FOR_SLICES", "ComputeInstance", "ComputeInstanceInfo", "ComputeInstanceProfile",
-    "DeviceHandle", "GpuInstance", "GpuInstanceInfo", "GpuInstanceProfile", "MigNvml",
+    "DeviceHandle", "GpuInstance", "GpuInstanceInfo", "GpuInstanceProfile", "LayoutGi", "LayoutQuery",
+    "MigDeviceRow", "MigNvml",
     "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", "NVML_DEVICE_MIG_DISABLE", "NVML_DEVICE_MIG_ENABLE",
-    "NVML_GPU_INSTANCE_PROFILE_COUNT", "NvmlError", "Placement",
+    "NVML_GPU_INSTANCE_PROFILE_COUNT", "NvmlError", "Placement", "layout_query",
 ]
