@@ -150,7 +150,10 @@ class DevicePluginServer:
             context.abort(grpc.StatusCode.INTERNAL, f"{what} failed: {exc}")
 
     def _allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
-        log.info("%s: Allocate %s", self.name, [list(r.devices_ids) for r in request.container_requests])
+        # vgpu-memory requests carry thousands of IDs: log counts at INFO, the IDs at DEBUG.
+        log.info("%s: Allocate for %d container(s), %s device IDs", self.name, len(request.container_requests),
+                 [len(r.devices_ids) for r in request.container_requests])
+        log.debug("%s: Allocate IDs %s", self.name, [list(r.devices_ids) for r in request.container_requests])
         return self._guard("Allocate", context, self.allocator.allocate, self.manager, request)
 
     def _preferred(self, request: pb.PreferredAllocationRequest,
