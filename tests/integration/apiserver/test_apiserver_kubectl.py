@@ -7,12 +7,19 @@ import shutil
 import subprocess
 
 import pytest
+
+from tests.conftest import missing_program
 import yaml
 
 from tests.integration.apiserver.conftest import pod_body
 
 KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (the tests drive the real binary)")
+
+
+@pytest.fixture(autouse=True)
+def _kubectl_present() -> None:
+    if KUBECTL is None:
+        missing_program("kubectl is not installed (the tests drive the real binary)")
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.conftest import missing_program
+
 from tests.unit.monitor.helpers import MIB, UUIDS, add_container, wait_until
 
 from .conftest import create_pod
@@ -31,7 +33,7 @@ LEGACY_LINT = {
 def binaries() -> tuple[str, str]:
     found = ensure_prometheus()
     if isinstance(found, str):
-        pytest.skip(found)
+        missing_program(found)
     return found
 
 

@@ -8,7 +8,10 @@ import shutil
 import subprocess
 
 import pytest
+
 import yaml
+
+from tests.conftest import missing_program
 
 from vgpu.protocol import encode_pod_devices, keys
 from vgpu.protocol.pod_devices import ContainerDevice
@@ -16,7 +19,12 @@ from vgpu.protocol.pod_devices import ContainerDevice
 from .conftest import MEMORY, NODE, NUMBER, UUID0, UUID1
 
 KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (the tests drive the real binary)")
+
+
+@pytest.fixture(autouse=True)
+def _kubectl_present() -> None:
+    if KUBECTL is None:
+        missing_program("kubectl is not installed (the tests drive the real binary)")
 
 
 def kubectl(cluster, tmp_path: pathlib.Path, *args: str, stdin: str | None = None) -> str:
