@@ -177,12 +177,7 @@ class VolcanoAllocator:
                     cands = self._live_candidates(views, r.allocation_size)
                     if not cands:
                         # The kubelet may be faster than our watch: one node-scoped LIST, as in Allocate.
-                        try:
-                            self.pods.resync()
-                            self.stats.resyncs += 1
-                        except KubeError as exc:
-                            log.warning("pod cache resync failed: %s", exc)
-                        views = self._current_views()
+                        views = self._resynced_views()
                         cands = self._live_candidates(views, r.allocation_size)
                     if cands:
                         best = self._order(cands)[0]
@@ -203,14 +198,13 @@ class VolcanoAllocator:
         views = self._current_views()
         malformed: list[tuple[PodView, str, bool]] = []
         cands = self._candidates(views, kind, n, malformed)
-        if not [c for c in cands if not c.tombstone]:
-            # Step 2: one node-scoped LIST, then look again.
-            try:
-                self.pods.resync()
-                self.stats.resyncs += 1
-            except KubeError as exc:
-                log.warning("pod cache resync failed: %s", exc)
-            views = self._current_views()
+        live = [c for c in cands if not c.tombstone]
+        # Step 2: one node-scoped LIST, then look again — when nobody waits for this call, or when the
+        # kubelet's IDs lie on GPUs that no waiting pod was assigned: the pod being admitted may be
+        # newer than our watch (the other candidates are then the wrong pods).  Free on the common path.
+        if not live or (kind is ResourceKind.NUMBER and not self._same_gpus(live, ids, resource)):
+            views = self._resynced_views()
+            malformed.clear()
             cands = self._candidates(views, kind, n, malformed)
         for view, why, _ in malformed:
             self.stats.failed_on_sight += 1
@@ -367,12 +361,26 @@ class VolcanoAllocator:
         """Rules 2–4: the pod in progress, then smallest vgpu-time, oldest creation, name."""
         return sorted(cands, key=lambda c: (c.view.uid != self._active, c.tombstone, c.view.order_key))
 
+    def _resynced_views(self) -> list[PodView]:
+        """One node-scoped LIST into the pod cache (never cluster-wide), then the current views."""
+        try:
+            self.pods.resync()
+            self.stats.resyncs += 1
+        except KubeError as exc:
+            log.warning("pod cache resync failed: %s", exc)
+        return self._current_views()
+
+    @staticmethod
+    def _same_gpus(cands: list[_Candidate], ids: Sequence[str], resource: "ResourceManager") -> list[_Candidate]:
+        """The candidates whose assigned GPUs are exactly the GPUs of the kubelet's device IDs."""
+        gpu_of = _gpu_of(resource)
+        asked = frozenset(gpu_of(i) for i in ids)
+        return [c for c in cands if segment_gpu_uuids(c.devices) == asked]
+
     def _disambiguate(self, cands: list[_Candidate], kind: ResourceKind, ids: Sequence[str],
                       resource: "ResourceManager") -> _Candidate:
         if len(cands) > 1 and kind is ResourceKind.NUMBER:
-            gpu_of = _gpu_of(resource)
-            asked = frozenset(gpu_of(i) for i in ids)
-            same = [c for c in cands if segment_gpu_uuids(c.devices) == asked]
+            same = self._same_gpus(cands, ids, resource)
             if same:
                 cands = same
         pick = self._order(cands)[0]

@@ -378,3 +378,20 @@ def test_a8_init_container_call_with_its_own_count_fails_the_pod(sim):
     with pytest.raises(AllocationError, match=ERR_INIT):
         sim.allocate(N, sim.number_ids(0))  # the init container's call: 1 device
     assert_failed(sim, "p", ERR_INIT)
+
+
+def test_a2_watch_lag_behind_the_admitted_pod_is_caught_by_one_node_list(sim):
+    """The kubelet admits b, whose pod our watch has not delivered yet, while a (other GPU, same count)
+    is already cached: the kubelet's IDs match no cached candidate's GPUs, so Allocate re-lists this
+    node's pods once before choosing — b is served, a keeps waiting (no wrong-pod handout)."""
+    sim.schedule("a", [{"name": "c", "limits": {NUMBER: 1}}], [[dev(0)]], vgpu_time=100)
+    assert sim.cache.wait_for(lambda c: len(c.items()) == 1, 5)
+    sim.cache.stop()  # from here on the cache only learns through the allocator's own re-list
+    sim.schedule("b", [{"name": "c", "limits": {NUMBER: 1}}], [[dev(1)]], vgpu_time=50)
+    before = sim.allocator.stats.resyncs
+    rb = sim.allocate(N, sim.number_ids(1))
+    assert envs(rb)["NVIDIA_VISIBLE_DEVICES"] == UUIDS[1]
+    assert mounts(rb)["/tmp/vgpu"][0].endswith(f"{sim.uid('b')}_c")
+    assert sim.allocator.stats.resyncs == before + 1
+    assert sim.annotations("b")[keys.BIND_PHASE] == "success"
+    assert sim.annotations("a")[keys.BIND_PHASE] == "allocating"
