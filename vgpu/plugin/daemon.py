@@ -3,8 +3,10 @@
 kubelet-device-plugin-api.md §5: load and validate config → nvmlInit → enumerate and
 filter GPUs → size check (§7) → health checks → serve and register the three resources.
 Then it runs until SIGINT/SIGTERM/SIGQUIT (stop servers, remove sockets, exit 0); SIGHUP
-re-reads both config files and restarts the servers with the new values, keeping the
-health state (health.md §4).  A reload with an invalid config is logged and ignored: a
+re-reads both config files and applies them, keeping the health state (health.md §4): when the
+resource names stay the same, the open ListAndWatch streams carry the new device lists (no
+re-registration, so the kubelet never sees the resources disconnect); renamed resources are
+re-registered.  A reload with an invalid config is logged and ignored: a
 running node keeps its last good configuration.
 
 Exit statuses: 2 invalid configuration (config.md §2.3), 1 runtime errors (NVML cannot
@@ -201,7 +203,7 @@ class PluginDaemon:
     # -- reload ------------------------------------------------------------------------
 
     def reload(self) -> None:
-        """SIGHUP: re-read config; restart servers with it; health state is kept."""
+        """SIGHUP: re-read config and apply it (in place when possible); health state is kept."""
         assert self.plugins is not None
         log.info("SIGHUP: reloading configuration")
         try:

@@ -117,7 +117,8 @@ class PluginSet:
         self.allocators = dict(allocators)
         self.poll_interval = poll_interval
         self.backoff = backoff or Backoff()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()          # guards _managers / _pending
+        self._serve_lock = threading.Lock()    # held while the server set changes (run turn, replace)
         self._managers = list(managers)
         self._pending: list[ResourceManager] | None = None
         self.servers: list[DevicePluginServer] = []
@@ -132,9 +133,30 @@ class PluginSet:
             return list(self._managers)
 
     def replace(self, managers: Sequence[ResourceManager]) -> None:
-        """Use new managers (config reload): restart and re-register on the next loop turn."""
-        with self._lock:
-            self._pending = list(managers)
+        """Use new managers (config reload).
+
+        When the registered resources stay the same (names, sockets, options), the running servers
+        switch to the new managers and their streams push the new lists: the kubelet sees a list
+        update, never a disconnect.  Otherwise the set is restarted and re-registered on the next
+        loop turn.
+        """
+        managers = list(managers)
+        with self._serve_lock:
+            if self.registered and self._same_registration(managers):
+                for server, m in zip(self.servers, managers):
+                    server.retarget(m)
+                with self._lock:
+                    self._managers, self._pending = managers, None
+                log.info("configuration reloaded: device lists updated in place")
+                return
+            with self._lock:
+                self._pending = managers
+
+    def _same_registration(self, managers: Sequence[ResourceManager]) -> bool:
+        def key(m: ResourceManager) -> tuple:
+            return m.resource_name, m.socket_name, m.options().SerializeToString()
+        return (len(managers) == len(self.servers)
+                and [key(m) for m in managers] == [key(s.manager) for s in self.servers])
 
     # -- one attempt -------------------------------------------------------------------
 
@@ -175,43 +197,51 @@ class PluginSet:
 
     # -- the loop ----------------------------------------------------------------------
 
+    def _turn(self, next_attempt: float) -> float:
+        """One loop turn (under the serve lock): apply a pending reload, notice a lost kubelet or
+        socket, and (re)register when due.  Returns the time of the next attempt."""
+        with self._lock:
+            if self._pending is not None:
+                self._managers, self._pending = self._pending, None
+                if self.registered:
+                    log.info("configuration reloaded: restarting the device plugins")
+                self.registered = False
+                next_attempt = 0.0
+        if self.registered:
+            why = self._needs_restart()
+            if why is not None:
+                log.warning("%s: restarting and re-registering the device plugins", why)
+                self.registered = False
+                next_attempt = 0.0
+        if not self.registered:
+            kubelet = _identity(self.kubelet_socket)
+            new_kubelet = kubelet is not None and kubelet != self._attempted_kubelet
+            if time.monotonic() >= next_attempt or new_kubelet:
+                self._attempted_kubelet = kubelet
+                try:
+                    self._start_and_register()
+                except Exception as exc:  # noqa: BLE001 - any failure is retried, never fatal
+                    self._stop_servers()
+                    delay = self.backoff.next()
+                    next_attempt = time.monotonic() + delay
+                    log.error("registration failed: %s; retrying in %.1f s", exc, delay,
+                              exc_info=not isinstance(exc, RegistrationError))
+                else:
+                    self.registered = True
+                    self.registrations += 1
+                    self._registered_kubelet = kubelet
+                    self.backoff.reset()
+        return next_attempt
+
     def run(self, stop: threading.Event) -> None:
         """Keep the set registered until ``stop`` is set; then stop servers, remove sockets."""
         next_attempt = 0.0
         try:
             while not stop.is_set():
-                with self._lock:
-                    if self._pending is not None:
-                        self._managers, self._pending = self._pending, None
-                        if self.registered:
-                            log.info("configuration reloaded: restarting the device plugins")
-                        self.registered = False
-                        next_attempt = 0.0
-                if self.registered:
-                    why = self._needs_restart()
-                    if why is not None:
-                        log.warning("%s: restarting and re-registering the device plugins", why)
-                        self.registered = False
-                        next_attempt = 0.0
-                if not self.registered:
-                    kubelet = _identity(self.kubelet_socket)
-                    new_kubelet = kubelet is not None and kubelet != self._attempted_kubelet
-                    if time.monotonic() >= next_attempt or new_kubelet:
-                        self._attempted_kubelet = kubelet
-                        try:
-                            self._start_and_register()
-                        except Exception as exc:  # noqa: BLE001 - any failure is retried, never fatal
-                            self._stop_servers()
-                            delay = self.backoff.next()
-                            next_attempt = time.monotonic() + delay
-                            log.error("registration failed: %s; retrying in %.1f s", exc, delay,
-                                      exc_info=not isinstance(exc, RegistrationError))
-                        else:
-                            self.registered = True
-                            self.registrations += 1
-                            self._registered_kubelet = kubelet
-                            self.backoff.reset()
+                with self._serve_lock:
+                    next_attempt = self._turn(next_attempt)
                 stop.wait(self.poll_interval)
         finally:
-            self._stop_servers()
-            self.registered = False
+            with self._serve_lock:
+                self._stop_servers()
+                self.registered = False

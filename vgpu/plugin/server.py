@@ -94,6 +94,18 @@ class DevicePluginServer:
             self._socket_ino = None
         log.info("%s: serving on %s", self.name, self.socket_path)
 
+    def retarget(self, manager: ResourceManager) -> None:
+        """Serve ``manager`` from now on (a config reload that keeps this resource and socket).
+
+        Open ListAndWatch streams send the new manager's full list at once; no re-registration, so
+        the kubelet never sees the resource disconnect (it would mark every device unhealthy and
+        refuse pods admitted meanwhile).
+        """
+        if (manager.resource_name, manager.socket_name) != (self.manager.resource_name, self.manager.socket_name):
+            raise ValueError(f"{self.name}: cannot retarget to {manager.resource_name} ({manager.socket_name})")
+        old, self.manager = self.manager, manager
+        old.wake()
+
     def socket_present(self) -> bool:
         """False when our socket file was removed or replaced (e.g. by a new kubelet)."""
         try:
@@ -124,14 +136,21 @@ class DevicePluginServer:
     def _list_and_watch(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[bytes]:
         with self._streams_lock:
             self.streams += 1
-        context.add_callback(self.manager.wake)
+        context.add_callback(lambda: self.manager.wake())
         try:
-            version, payload = self.manager.snapshot()
-            log.info("%s: ListAndWatch opened; sending %d devices", self.name, self.manager.device_count())
+            manager = self.manager
+            version, payload = manager.snapshot()
+            log.info("%s: ListAndWatch opened; sending %d devices", self.name, manager.device_count())
             yield payload
             while not self._stopping.is_set() and context.is_active():
-                new_version, payload = self.manager.wait_for_update(version, _STREAM_POLL_S)
-                if new_version != version and not self._stopping.is_set():
+                if self.manager is not manager:  # retargeted by a reload: send the new full list
+                    manager = self.manager
+                    version, payload = manager.snapshot()
+                    log.info("%s: configuration reloaded; sending %d devices", self.name, manager.device_count())
+                    yield payload
+                    continue
+                new_version, payload = manager.wait_for_update(version, _STREAM_POLL_S)
+                if new_version != version and not self._stopping.is_set() and self.manager is manager:
                     version = new_version
                     yield payload
         finally:

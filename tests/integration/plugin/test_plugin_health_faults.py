@@ -104,10 +104,13 @@ def test_sighup_reloads_config_and_keeps_health(kubelet, two_gpus, plugin_factor
     (tmp_path / "device-config.yaml").write_text("nvidia:\n  gpuMemoryFactor: 10\n  deviceSplitCount: 4\n")
     t0 = time.monotonic()
     p.proc.send_signal(signal.SIGHUP)
-    clients = kubelet.wait_for_plugins(NAMES, timeout=5, since=t0)
-    assert len(clients[NAMES[1]].devices) == 81920 // 10 + 24576 // 10
-    assert len(clients[NAMES[0]].devices) == 8
+    # Same resources and sockets: the open streams carry the new lists; nothing re-registers, so
+    # the kubelet never sees the resources disconnect.
+    assert clients[NAMES[1]].wait_until(lambda c: len(c.devices) == 81920 // 10 + 24576 // 10, 5)
+    assert clients[NAMES[0]].wait_until(lambda c: len(c.devices) == 8, 5)
     assert _unhealthy_gpus(clients[NAMES[0]], uuids) == {0}  # health survives the reload
+    assert [r for r in kubelet.registrations if r.at >= t0] == []
+    assert all(kubelet.plugin(n) is clients[n] and clients[n].stream_error is None for n in NAMES)
     # An invalid config on SIGHUP is logged and ignored; the plugin keeps serving.
     (tmp_path / "device-config.yaml").write_text("nvidia:\n  gpuMemoryFactor: -1\n")
     p.proc.send_signal(signal.SIGHUP)

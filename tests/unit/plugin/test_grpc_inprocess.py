@@ -188,3 +188,31 @@ def test_the_4mib_limit_is_real_and_factor_6_fits_for_8_h200(socket_dir):
             else:
                 assert wait_until(lambda: (c := kubelet.plugin(NAMES[1])) is not None and c.stream_error, 20)
                 assert "RESOURCE_EXHAUSTED" in kubelet.plugin(NAMES[1]).stream_error
+
+
+def test_reload_with_the_same_resources_updates_lists_in_place(socket_dir, two_gpus):
+    """A reload that keeps names and sockets pushes the new lists over the open streams: no
+    re-registration, so the kubelet never sees the resources disconnect (it would mark every device
+    unhealthy and refuse pods admitted in that window)."""
+    gpus, health = two_gpus
+    ps = plugin_set(socket_dir, gpus, health)
+    with FakeKubelet(socket_dir) as kubelet, running(ps):
+        clients = kubelet.wait_for_plugins(NAMES, timeout=10)
+        t0 = time.monotonic()
+        ps.replace(build_managers(make_cfg(split=2, factor=10), gpus, health))
+        assert clients[NAMES[0]].wait_until(lambda c: c.allocatable() == 4, 2.0)
+        assert clients[NAMES[1]].wait_until(lambda c: c.allocatable() == 100 + 50, 2.0)
+        assert [r for r in kubelet.registrations if r.at >= t0] == []
+        assert all(kubelet.plugin(n) is clients[n] and clients[n].stream_error is None for n in NAMES)
+
+
+def test_reload_that_renames_a_resource_re_registers(socket_dir, two_gpus):
+    gpus, health = two_gpus
+    ps = plugin_set(socket_dir, gpus, health)
+    with FakeKubelet(socket_dir) as kubelet, running(ps):
+        kubelet.wait_for_plugins(NAMES, timeout=10)
+        t0 = time.monotonic()
+        renamed = ("example.com/vgpu-number",) + NAMES[1:]
+        ps.replace(build_managers(make_cfg(split=4, resource_count_name=renamed[0]), gpus, health))
+        clients = kubelet.wait_for_plugins(renamed, timeout=5, since=t0)
+        assert clients[renamed[0]].allocatable() == 8
