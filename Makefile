@@ -9,7 +9,7 @@ FAKENVML_SRC := $(wildcard native/fakenvml/*.c) $(wildcard native/fakenvml/*.h) 
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/*.cdef) native/build_native.py
 PYTEST_ARGS ?=
 
-.PHONY: all install fakenvml test bench bench-quick bench-readme clean proto manifests demo
+.PHONY: all install fakenvml test bench bench-quick bench-readme clean proto manifests demo gpu-smoke gpu-smoke-bundle
 
 all: install fakenvml
 
@@ -77,3 +77,15 @@ reliability-readme: install
 
 clean:
 	rm -rf build vgpu/_native*.so vgpu/_native.c *.egg-info
+
+# Read-only smoke test of the NVML layer against the machine's real driver (no MIG changes).
+gpu-smoke: install
+	$(PY) -m vgpu.nvml.smoke
+
+# What a GPU machine without network needs to build the cffi extension for its own Python
+# (see README "Checking against a real GPU"): wheels of cffi and pycparser for that Python.
+GPU_PYTHON ?= 3.12
+gpu-smoke-bundle:
+	@mkdir -p build/gpu-smoke/wheels
+	$(PY) -m pip download -q --only-binary=:all: --no-deps --python-version $(GPU_PYTHON) \
+	    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d build/gpu-smoke/wheels cffi pycparser

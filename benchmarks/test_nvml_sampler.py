@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.conftest import median_time, ratio_gate, rounds
 from vgpu.nvml.library import init_pynvml
+from vgpu.nvml.pynvml_baseline import PynvmlSampler
 from vgpu.nvml.sampler import Sampler
 from vgpu.sim import fakenvml
 
@@ -41,32 +42,6 @@ def eight_gpus(tmp_path, monkeypatch):
     finally:
         sampler.close()
         pynvml.nvmlShutdown()
-
-
-class PynvmlSampler:
-    """The baseline: what a monitor written against nvidia-ml-py calls per tick."""
-
-    def __init__(self) -> None:
-        count = pynvml.nvmlDeviceGetCount()
-        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-        self.last_seen = [0] * count
-
-    def sample(self) -> list[tuple]:
-        out = []
-        for i, h in enumerate(self.handles):
-            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-            util = pynvml.nvmlDeviceGetUtilizationRates(h)
-            procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
-            try:
-                samples = pynvml.nvmlDeviceGetProcessUtilization(h, self.last_seen[i])
-            except pynvml.NVMLError_NotFound:
-                samples = []
-            for s in samples:
-                self.last_seen[i] = max(self.last_seen[i], s.timeStamp)
-            sm = {s.pid: s.smUtil for s in samples}
-            out.append((mem.total, mem.used, util.gpu, util.memory,
-                        [(p.pid, p.usedGpuMemory, sm.get(p.pid)) for p in procs]))
-        return out
 
 
 def _same_data(sampler: Sampler, baseline: PynvmlSampler) -> None:
