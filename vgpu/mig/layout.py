@@ -122,13 +122,18 @@ class CiProfileCache:
         return next(p for p in self.get(nvml, gi, profile) if p.full)
 
 
+def _read_cis(nvml: MigNvml, gi: ExistingGi, ci_profiles: CiProfileCache) -> None:
+    """Append ``gi``'s compute instances, read call by call (learns its CI profiles first)."""
+    for cp in ci_profiles.get(nvml, gi.handle, gi.profile):
+        for ci in nvml.compute_instances(gi.handle, cp.profile_id):
+            gi.cis.append(ExistingCi(ci, nvml.compute_instance_info(ci).id, cp.profile_id, cp.full))
+
+
 def read_gpu_instance(nvml: MigNvml, gi: GpuInstance, profile: ProfileInfo, ci_profiles: CiProfileCache) -> ExistingGi:
     info = nvml.gpu_instance_info(gi)
     out = ExistingGi(gi, info.id, info.profile_id, info.placement, profile)
-    for cp in ci_profiles.get(nvml, gi, profile):
-        for ci in nvml.compute_instances(gi, cp.profile_id):
-            out.cis.append(ExistingCi(ci, nvml.compute_instance_info(ci).id, cp.profile_id, cp.full))
-    out.cis.sort(key=lambda c: c.id)
+    _read_cis(nvml, out, ci_profiles)
+    out.cis.sort(key=_by_id)
     return out
 
 
@@ -142,9 +147,7 @@ def read_layout(nvml: MigNvml, handle: DeviceHandle, catalog: ProfileCatalog,
         gi = ExistingGi(row.handle, row.id, row.profile_id, row.placement, profile)
         cps = ci_profiles.known(profile) if row.cis is not None else None
         if cps is None:   # CI profiles learnt from this GI; its CIs read call by call
-            for cp in ci_profiles.get(nvml, row.handle, profile):
-                for ci in nvml.compute_instances(row.handle, cp.profile_id):
-                    gi.cis.append(ExistingCi(ci, nvml.compute_instance_info(ci).id, cp.profile_id, cp.full))
+            _read_cis(nvml, gi, ci_profiles)
         else:
             for ci_handle, ci_id, k in row.cis:
                 cp = cps[k]
