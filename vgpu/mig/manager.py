@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from vgpu.config.model import EffectiveConfig, MigGeometryEntry
@@ -123,9 +123,6 @@ class MigManager:
         """Refuse MIG on this GPU until the process restarts (startup exclusions, mig.md §5.1)."""
         with self._meta:
             self._excluded[uuid] = reason
-
-    def exclusion(self, uuid: str) -> str | None:
-        return self._excluded.get(uuid)
 
     @property
     def config(self) -> EffectiveConfig:
@@ -248,8 +245,3 @@ class MigManager:
             except NvmlError:
                 continue
         return None
-
-
-def plans_table(manager: MigManager, uuid: str) -> Mapping[str, GroupPlan]:
-    """Every feasible group plan of a GPU (for logs, the demo and tests)."""
-    return dict(manager.gpu(uuid).plans)

@@ -66,10 +66,6 @@ class MigStartupReport:
         """True when MIG mode changed: handles and minor numbers may have changed (mig.md §7)."""
         return bool(self.enabled)
 
-    def usable_gpus(self, gpus: Sequence[GpuInfo]) -> list[GpuInfo]:
-        keep = set(self.usable)
-        return [g for g in gpus if g.uuid in keep]
-
 
 def _enable_reason(exc: NvmlError) -> str:
     if exc.code == NVML_ERROR_IN_USE:
