@@ -252,10 +252,6 @@ class MigNvml:
     def library(self) -> str:
         return self.native.library
 
-    def _check(self, rc: int, function: str) -> None:
-        if rc != 0:
-            raise self.native.error(rc, function)
-
     # -- devices ---------------------------------------------------------------------------
 
     def device_count(self) -> int:
@@ -269,20 +265,20 @@ class MigNvml:
         out = ffi.new("vnv_device_t *")
         with self.native.lock:
             rc = lib.vnv_device_handle(self.native.ctx, index, out)
-        self._check(rc, f"nvmlDeviceGetHandleByIndex({index})")
+        self.native.check(rc, f"nvmlDeviceGetHandleByIndex({index})")
         return DeviceHandle(out[0])
 
     def device_by_uuid(self, uuid: str) -> DeviceHandle:
         out = ffi.new("vnv_device_t *")
         rc = lib.vnv_device_handle_by_uuid(self.native.ctx, uuid.encode(), out)
-        self._check(rc, f"nvmlDeviceGetHandleByUUID({uuid})")
+        self.native.check(rc, f"nvmlDeviceGetHandleByUUID({uuid})")
         return DeviceHandle(out[0])
 
     def uuid(self, device: DeviceHandle) -> str:
         """UUID of a physical (``GPU-…``) or MIG (``MIG-…``) device, passed through unchanged."""
         buf = ffi.new("char[]", _UUID_LEN)
         rc = lib.vnv_device_uuid(self.native.ctx, device.ptr, buf, _UUID_LEN)
-        self._check(rc, "nvmlDeviceGetUUID")
+        self.native.check(rc, "nvmlDeviceGetUUID")
         return ffi.string(buf).decode("utf-8", "replace")
 
     # -- MIG mode --------------------------------------------------------------------------
@@ -291,14 +287,14 @@ class MigNvml:
         """(current, pending); ``NOT_SUPPORTED`` means the GPU is not MIG-capable."""
         cur, pend = ffi.new("uint32_t *"), ffi.new("uint32_t *")
         rc = lib.vnv_get_mig_mode(self.native.ctx, device.ptr, cur, pend)
-        self._check(rc, "nvmlDeviceGetMigMode")
+        self.native.check(rc, "nvmlDeviceGetMigMode")
         return int(cur[0]), int(pend[0])
 
     def set_mig_mode(self, device: DeviceHandle, mode: int) -> int:
         """Set MIG mode; returns the activation status (0 = active now; else e.g. RESET_REQUIRED)."""
         act = ffi.new("int32_t *")
         rc = lib.vnv_set_mig_mode(self.native.ctx, device.ptr, mode, act)
-        self._check(rc, "nvmlDeviceSetMigMode")
+        self.native.check(rc, "nvmlDeviceSetMigMode")
         return int(act[0])
 
     # -- GPU instances ---------------------------------------------------------------------
@@ -307,7 +303,7 @@ class MigNvml:
         """Profile info for a GI profile constant (the V variant, falling back to v1 without a name)."""
         o = ffi.new("vnv_gi_profile *")
         rc = lib.vnv_gi_profile_info(self.native.ctx, device.ptr, profile, o)
-        self._check(rc, f"nvmlDeviceGetGpuInstanceProfileInfoV(profile {profile})")
+        self.native.check(rc, f"nvmlDeviceGetGpuInstanceProfileInfoV(profile {profile})")
         return GpuInstanceProfile(
             id=o.id, slice_count=o.slice_count, instance_count=o.instance_count,
             multiprocessor_count=o.multiprocessor_count, copy_engine_count=o.copy_engine_count,
@@ -319,7 +315,7 @@ class MigNvml:
         cap = lib.VNV_MAX_INSTANCES
         out, count = ffi.new("vnv_placement[]", cap), ffi.new("uint32_t *")
         rc = lib.vnv_gi_possible_placements(self.native.ctx, device.ptr, profile_id, out, cap, count)
-        self._check(rc, f"nvmlDeviceGetGpuInstancePossiblePlacements_v2(profileId {profile_id})")
+        self.native.check(rc, f"nvmlDeviceGetGpuInstancePossiblePlacements_v2(profileId {profile_id})")
         return [Placement(out[k].start, out[k].size) for k in range(count[0])]
 
     def create_gpu_instance(self, device: DeviceHandle, profile_id: int,
@@ -328,11 +324,11 @@ class MigNvml:
         out = ffi.new("vnv_gpu_instance_t *")
         if placement is None:
             rc = lib.vnv_gi_create(self.native.ctx, device.ptr, profile_id, out)
-            self._check(rc, f"nvmlDeviceCreateGpuInstance(profileId {profile_id})")
+            self.native.check(rc, f"nvmlDeviceCreateGpuInstance(profileId {profile_id})")
         else:
             rc = lib.vnv_gi_create_with_placement(self.native.ctx, device.ptr, profile_id,
                                                   placement.start, placement.size, out)
-            self._check(rc, f"nvmlDeviceCreateGpuInstanceWithPlacement(profileId {profile_id}, "
+            self.native.check(rc, f"nvmlDeviceCreateGpuInstanceWithPlacement(profileId {profile_id}, "
                             f"start {placement.start}, size {placement.size})")
         return GpuInstance(out[0])
 
@@ -340,26 +336,26 @@ class MigNvml:
         cap = lib.VNV_MAX_INSTANCES
         out, count = ffi.new("vnv_gpu_instance_t[]", cap), ffi.new("uint32_t *")
         rc = lib.vnv_gi_list(self.native.ctx, device.ptr, profile_id, out, cap, count)
-        self._check(rc, f"nvmlDeviceGetGpuInstances(profileId {profile_id})")
+        self.native.check(rc, f"nvmlDeviceGetGpuInstances(profileId {profile_id})")
         return [GpuInstance(out[k]) for k in range(count[0])]
 
     def gpu_instance_by_id(self, device: DeviceHandle, gi_id: int) -> GpuInstance:
         out = ffi.new("vnv_gpu_instance_t *")
         rc = lib.vnv_gi_by_id(self.native.ctx, device.ptr, gi_id, out)
-        self._check(rc, f"nvmlDeviceGetGpuInstanceById({gi_id})")
+        self.native.check(rc, f"nvmlDeviceGetGpuInstanceById({gi_id})")
         return GpuInstance(out[0])
 
     def gpu_instance_info(self, gi: GpuInstance) -> GpuInstanceInfo:
         o = ffi.new("vnv_gi_info *")
         with self.native.lock:  # reads the device table to name the parent
             rc = lib.vnv_gi_get_info(self.native.ctx, gi.ptr, o)
-        self._check(rc, "nvmlGpuInstanceGetInfo")
+        self.native.check(rc, "nvmlGpuInstanceGetInfo")
         return GpuInstanceInfo(o.id, o.profile_id, Placement(o.placement_start, o.placement_size),
                                _index(o.device_index))
 
     def destroy_gpu_instance(self, gi: GpuInstance) -> None:
         """``NVML_ERROR_IN_USE`` when it still has compute instances or processes."""
-        self._check(lib.vnv_gi_destroy(self.native.ctx, gi.ptr), "nvmlGpuInstanceDestroy")
+        self.native.check(lib.vnv_gi_destroy(self.native.ctx, gi.ptr), "nvmlGpuInstanceDestroy")
 
     # -- compute instances -----------------------------------------------------------------
 
@@ -368,7 +364,7 @@ class MigNvml:
                                       ) -> ComputeInstanceProfile:
         o = ffi.new("vnv_ci_profile *")
         rc = lib.vnv_ci_profile_info(self.native.ctx, gi.ptr, profile, eng_profile, o)
-        self._check(rc, f"nvmlGpuInstanceGetComputeInstanceProfileInfoV(profile {profile})")
+        self.native.check(rc, f"nvmlGpuInstanceGetComputeInstanceProfileInfoV(profile {profile})")
         return ComputeInstanceProfile(
             id=o.id, slice_count=o.slice_count, instance_count=o.instance_count,
             multiprocessor_count=o.multiprocessor_count,
@@ -380,27 +376,27 @@ class MigNvml:
     def create_compute_instance(self, gi: GpuInstance, profile_id: int) -> ComputeInstance:
         out = ffi.new("vnv_compute_instance_t *")
         rc = lib.vnv_ci_create(self.native.ctx, gi.ptr, profile_id, out)
-        self._check(rc, f"nvmlGpuInstanceCreateComputeInstance(profileId {profile_id})")
+        self.native.check(rc, f"nvmlGpuInstanceCreateComputeInstance(profileId {profile_id})")
         return ComputeInstance(out[0])
 
     def compute_instances(self, gi: GpuInstance, profile_id: int) -> list[ComputeInstance]:
         cap = lib.VNV_MAX_INSTANCES
         out, count = ffi.new("vnv_compute_instance_t[]", cap), ffi.new("uint32_t *")
         rc = lib.vnv_ci_list(self.native.ctx, gi.ptr, profile_id, out, cap, count)
-        self._check(rc, f"nvmlGpuInstanceGetComputeInstances(profileId {profile_id})")
+        self.native.check(rc, f"nvmlGpuInstanceGetComputeInstances(profileId {profile_id})")
         return [ComputeInstance(out[k]) for k in range(count[0])]
 
     def compute_instance_info(self, ci: ComputeInstance) -> ComputeInstanceInfo:
         o = ffi.new("vnv_ci_info *")
         with self.native.lock:
             rc = lib.vnv_ci_get_info(self.native.ctx, ci.ptr, o)
-        self._check(rc, "nvmlComputeInstanceGetInfo_v2")
+        self.native.check(rc, "nvmlComputeInstanceGetInfo_v2")
         return ComputeInstanceInfo(o.id, o.profile_id, Placement(o.placement_start, o.placement_size),
                                    _index(o.device_index), GpuInstance(o.gpu_instance))
 
     def destroy_compute_instance(self, ci: ComputeInstance) -> None:
         """``NVML_ERROR_IN_USE`` when processes run on it."""
-        self._check(lib.vnv_ci_destroy(self.native.ctx, ci.ptr), "nvmlComputeInstanceDestroy")
+        self.native.check(lib.vnv_ci_destroy(self.native.ctx, ci.ptr), "nvmlComputeInstanceDestroy")
 
     # -- bulk reads ------------------------------------------------------------------------
 
@@ -483,7 +479,7 @@ class MigNvml:
 
     def max_mig_device_count(self, device: DeviceHandle) -> int:
         count = ffi.new("uint32_t *")
-        self._check(lib.vnv_max_mig_device_count(self.native.ctx, device.ptr, count),
+        self.native.check(lib.vnv_max_mig_device_count(self.native.ctx, device.ptr, count),
                     "nvmlDeviceGetMaxMigDeviceCount")
         return int(count[0])
 
@@ -491,28 +487,28 @@ class MigNvml:
         """``NVML_ERROR_NOT_FOUND`` for an index without a MIG device (mig.md §6 skips those)."""
         out = ffi.new("vnv_device_t *")
         rc = lib.vnv_mig_device_by_index(self.native.ctx, device.ptr, index, out)
-        self._check(rc, f"nvmlDeviceGetMigDeviceHandleByIndex({index})")
+        self.native.check(rc, f"nvmlDeviceGetMigDeviceHandleByIndex({index})")
         return DeviceHandle(out[0])
 
     def is_mig_device(self, device: DeviceHandle) -> bool:
         out = ffi.new("uint32_t *")
-        self._check(lib.vnv_is_mig_device(self.native.ctx, device.ptr, out), "nvmlDeviceIsMigDeviceHandle")
+        self.native.check(lib.vnv_is_mig_device(self.native.ctx, device.ptr, out), "nvmlDeviceIsMigDeviceHandle")
         return bool(out[0])
 
     def mig_gpu_instance_id(self, mig: DeviceHandle) -> int:
         out = ffi.new("uint32_t *")
-        self._check(lib.vnv_mig_gpu_instance_id(self.native.ctx, mig.ptr, out), "nvmlDeviceGetGpuInstanceId")
+        self.native.check(lib.vnv_mig_gpu_instance_id(self.native.ctx, mig.ptr, out), "nvmlDeviceGetGpuInstanceId")
         return int(out[0])
 
     def mig_compute_instance_id(self, mig: DeviceHandle) -> int:
         out = ffi.new("uint32_t *")
-        self._check(lib.vnv_mig_compute_instance_id(self.native.ctx, mig.ptr, out),
+        self.native.check(lib.vnv_mig_compute_instance_id(self.native.ctx, mig.ptr, out),
                     "nvmlDeviceGetComputeInstanceId")
         return int(out[0])
 
     def parent_device(self, mig: DeviceHandle) -> DeviceHandle:
         out = ffi.new("vnv_device_t *")
-        self._check(lib.vnv_parent_of_mig_device(self.native.ctx, mig.ptr, out),
+        self.native.check(lib.vnv_parent_of_mig_device(self.native.ctx, mig.ptr, out),
                     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle")
         return DeviceHandle(out[0])
 
