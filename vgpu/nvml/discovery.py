@@ -24,7 +24,7 @@ from vgpu.nvml.errors import (
     NvmlError,
     NvmlLibraryError,
 )
-from vgpu.nvml.library import init_pynvml, resolve_library
+from vgpu.nvml.library import init_pynvml, pynvml_text, resolve_library
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,6 @@ MIB = 1024 * 1024
 
 # "Not there" answers: old drivers lack the symbol, some GPUs/platforms answer NOT_SUPPORTED.
 _ABSENT = (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_FUNCTION_NOT_FOUND)
-
-
-def _text(value: Any) -> str:
-    """nvidia-ml-py returns ``bytes`` for some strings depending on its version."""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _call(library: str, what: str, fn: Callable[..., T], *args: Any) -> T:
@@ -111,15 +106,15 @@ def _describe(library: str, index: int, sysfs_root: str | pathlib.Path) -> GpuIn
 
     handle = call("nvmlDeviceGetHandleByIndex", pynvml.nvmlDeviceGetHandleByIndex, index)
     pci = call("nvmlDeviceGetPciInfo", pynvml.nvmlDeviceGetPciInfo, handle)
-    pci_bus_id = _text(pci.busId)
+    pci_bus_id = pynvml_text(pci.busId)
     memory = call("nvmlDeviceGetMemoryInfo", pynvml.nvmlDeviceGetMemoryInfo, handle)
     major, minor_cc = call("nvmlDeviceGetCudaComputeCapability",
                            pynvml.nvmlDeviceGetCudaComputeCapability, handle)
     mig_capable, mig_mode = _mig(library, index, handle)
     return GpuInfo(
         index=index,
-        uuid=_text(call("nvmlDeviceGetUUID", pynvml.nvmlDeviceGetUUID, handle)),
-        name=_text(call("nvmlDeviceGetName", pynvml.nvmlDeviceGetName, handle)),
+        uuid=pynvml_text(call("nvmlDeviceGetUUID", pynvml.nvmlDeviceGetUUID, handle)),
+        name=pynvml_text(call("nvmlDeviceGetName", pynvml.nvmlDeviceGetName, handle)),
         memory_total_mib=int(memory.total) // MIB,
         minor=int(call("nvmlDeviceGetMinorNumber", pynvml.nvmlDeviceGetMinorNumber, handle)),
         pci_bus_id=pci_bus_id,

@@ -27,6 +27,7 @@ from typing import Any
 import pynvml
 
 from vgpu.nvml.device import GpuInfo
+from vgpu.nvml.library import pynvml_text
 
 log = logging.getLogger(__name__)
 
@@ -258,10 +259,6 @@ class HealthInitError(Exception):
     that advertises healthy GPUs it does not watch (NVIDIA PR #1641, spec choice)."""
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 @dataclass
 class HealthMonitor:
     """Watches the given (non-filtered) GPUs for fatal XIDs and marks them on ``health``.
@@ -392,7 +389,7 @@ class HealthMonitor:
             log.info("Skipping event: Xid=%d (ignored by policy)", xid)
             return
         try:
-            uuid = _text(pynvml.nvmlDeviceGetUUID(data.device))
+            uuid = pynvml_text(pynvml.nvmlDeviceGetUUID(data.device))
         except pynvml.NVMLError as exc:
             log.error("XidCriticalError: Xid=%d on an unidentifiable device (%s); marking all GPUs unhealthy",
                       xid, exc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from typing import Any
 
 import pynvml
 
@@ -47,3 +48,8 @@ def init_pynvml(library: str | None = None) -> str:
             raise RuntimeError(f"NVML library {_loaded_path} is already loaded; cannot switch to {path}")
     pynvml.nvmlInit()
     return path
+
+
+def pynvml_text(value: Any) -> str:
+    """A string nvidia-ml-py returned: ``bytes`` or ``str`` depending on its version."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
