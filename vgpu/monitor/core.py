@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.registry import CollectorRegistry
 
+from vgpu.hamicore.paths import HostLayout
 from vgpu.hamicore.region import RegionError
 from vgpu.monitor import inotify
 from vgpu.monitor.collectors import ContainerCollector, HostCollector, SelfCollector
@@ -55,7 +56,7 @@ class Monitor:
     def __init__(self, hook_path: str, pods: PodLookup, host: HostSource | None, node_name: str, *,
                  legacy: bool = True, hami: bool = True, clock: Callable[[], float] = time.time,
                  interval_s: float = INTERVAL_S, use_inotify: bool = True, mig: MigInfoSource | None = None):
-        self.containers_root = os.path.join(hook_path, "containers")
+        self.containers_root = HostLayout(hook_path=hook_path).containers_root  # the plugin's root too
         self.pods = pods
         self.host = host
         self.node_name = node_name
