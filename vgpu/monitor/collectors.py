@@ -21,17 +21,16 @@ from typing import Any
 
 from prometheus_client.registry import Collector
 
-from vgpu.hamicore.layouts import Layout
 from vgpu.hamicore.region import RegionError
 from vgpu.monitor import families as F
 from vgpu.monitor.discovery import Discovery
-from vgpu.monitor.exposition import RenderedFamily, escape_label_value, label_text
+from vgpu.monitor.exposition import RenderedFamily, label_text
 from vgpu.monitor.host import HostSource
 from vgpu.monitor.pods import PodLookup
 from vgpu.monitor.stats import SCRAPE_BUCKETS, MonitorStats
 from vgpu.nvml.errors import NVML_SUCCESS
 
-_Z = ',zone="vGPU"} '
+_Z = f",{F.ZONE}}} "
 _LABEL_CACHE_CAP = 64
 LEGACY_UUID_LEN = 40  # legacy deviceuuid: the first 40 bytes of uuids[d] (§2)
 
@@ -128,7 +127,7 @@ class ContainerCollector(Collector):
                     reason = exc.code.name.lower()
                     errors[reason] = errors.get(reason, 0) + 1
                     continue  # invalid for this scrape; the others keep reporting
-                has_util = snap.layout is not Layout.ORIGINAL
+                has_util = snap.has_util
                 lkt = snap.last_kernel_time
                 age = max(0, now - lkt) if lkt else None  # lkt None (no field) or 0 (never): not emitted
                 cache = t.labels
@@ -175,12 +174,10 @@ class ContainerCollector(Collector):
 
 
 def _container_labels(ident: tuple[str, str, str], index: int, uuid: str) -> tuple[str, str]:
-    ns, pod, ctr = (escape_label_value(x) for x in ident)
+    """(legacy, HAMi) label text of one container device, label names from :mod:`families`."""
     d = str(index)
-    legacy_uuid = escape_label_value(uuid[:LEGACY_UUID_LEN])
-    full_uuid = escape_label_value(uuid)
-    return (f'podnamespace="{ns}",podname="{pod}",ctrname="{ctr}",vdeviceid="{d}",deviceuuid="{legacy_uuid}"',
-            f'namespace="{ns}",pod="{pod}",container="{ctr}",vdevice_index="{d}",device_uuid="{full_uuid}"')
+    return (label_text(zip(F.VGPU_MEMORY_USAGE.labels, (*ident, d, uuid[:LEGACY_UUID_LEN]), strict=True)),
+            label_text(zip(F.HAMI_VGPU_MEMORY_USED.labels, (*ident, d, uuid), strict=True)))
 
 
 class SelfCollector(Collector):
