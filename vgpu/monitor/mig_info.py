@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 
 class MigRow(NamedTuple):
+    """One sample; the fields are ``hami_mig_device_info``'s labels in their order (families.py)."""
+
     namespace: str
     pod: str
     container: str
@@ -40,6 +42,9 @@ class MigRow(NamedTuple):
     profile: str       # the geometry's instance name, e.g. 2g.20gb
     gpu_instance_id: int
     compute_instance_id: int
+
+
+assert MigRow._fields == F.HAMI_MIG_DEVICE_INFO.labels
 
 
 def mig_rows(pods: PodLookup, manager: MigManager) -> list[MigRow]:
@@ -89,12 +94,9 @@ class MigInfoCollector(Collector):
         self.source = source
 
     def collect(self) -> Iterator[RenderedFamily]:
-        f = RenderedFamily(F.HAMI_MIG_DEVICE_INFO.name, F.HAMI_MIG_DEVICE_INFO.help, F.HAMI_MIG_DEVICE_INFO.type)
-        for r in self.source.latest():
-            labels = label_text([("namespace", r.namespace), ("pod", r.pod), ("container", r.container),
-                                 ("vdevice_index", str(r.vdevice_index)), ("device_uuid", r.device_uuid),
-                                 ("mig_uuid", r.mig_uuid), ("profile", r.profile),
-                                 ("gpu_instance_id", str(r.gpu_instance_id)),
-                                 ("compute_instance_id", str(r.compute_instance_id)), ("zone", "vGPU")])
-            f.lines.append(f"hami_mig_device_info{{{labels}}} 1\n")
+        fam = F.HAMI_MIG_DEVICE_INFO
+        f = RenderedFamily(fam.name, fam.help, fam.type)
+        for r in self.source.latest():  # MigRow's fields are the family's labels, in order
+            labels = label_text(zip(fam.labels, map(str, r), strict=True))
+            f.lines.append(f"hami_mig_device_info{{{labels},{F.ZONE}}} 1\n")
         yield f
