@@ -143,6 +143,14 @@ class Checker:
         self.warn(key, message)
 
 
+def core_scaling(c: Checker, key: str, value: object) -> float:
+    """A ``deviceCoreScaling`` (either file): a number > 0 giving at least one vgpu-cores ID per GPU."""
+    scaling = c.number(key, value, positive=True)
+    if int(100 * scaling) < 1:
+        c.fail(key, "must give at least 1 vgpu-cores ID per GPU (int(100 × value) >= 1)", value)
+    return scaling
+
+
 def edit_distance(a: str, b: str) -> int:
     """Levenshtein distance (insert, delete, substitute)."""
     if len(a) < len(b):

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from vgpu.config.checks import Checker, child, item, resource_name_problem
+from vgpu.config.checks import Checker, child, core_scaling, item, resource_name_problem
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 from vgpu.config.model import (
     DEFAULT_CORES_NAME,
@@ -63,13 +63,6 @@ def _optional_resource_name(c: Checker, key: str, value: object) -> str:
         if problem:
             c.fail(key, problem, value)
     return name
-
-
-def _core_scaling(c: Checker, key: str, value: object) -> float:
-    scaling = c.number(key, value, positive=True)
-    if int(100 * scaling) < 1:
-        c.fail(key, "must give at least 1 vgpu-cores ID per GPU (int(100 × value) >= 1)", value)
-    return scaling
 
 
 def _gpu_core_policy(c: Checker, key: str, value: object) -> str:
@@ -182,7 +175,7 @@ _KEYS: dict[str, tuple[str, _Parser]] = {
     "defaultGPUNum": ("default_gpu_num", lambda c, k, v: c.integer(k, v)),
     "deviceSplitCount": ("device_split_count", lambda c, k, v: c.integer(k, v, minimum=1)),
     "deviceMemoryScaling": ("device_memory_scaling", lambda c, k, v: c.number(k, v, positive=True)),
-    "deviceCoreScaling": ("device_core_scaling", _core_scaling),
+    "deviceCoreScaling": ("device_core_scaling", core_scaling),
     "disableCoreLimit": ("disable_core_limit", lambda c, k, v: c.boolean(k, v)),
     "gpuMemoryFactor": ("gpu_memory_factor", lambda c, k, v: c.integer(k, v, minimum=1)),
     "knownMigGeometries": ("known_mig_geometries", _known_mig_geometries),

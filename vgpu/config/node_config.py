@@ -19,7 +19,7 @@ Rules, including choices where the spec is silent:
 """
 from __future__ import annotations
 
-from vgpu.config.checks import Checker, child, item
+from vgpu.config.checks import Checker, child, core_scaling, item
 from vgpu.config.model import MODE_HAMI_CORE, MODE_MIG, FilterDevices, NodeConfig
 
 ROOT_KEY = "nodeconfig"
@@ -155,13 +155,11 @@ def _matching_entry(
         elif value < 0:
             c.warn(path, f"{value} is negative; the device config's deviceSplitCount applies")
 
-    core_scaling = None
+    scaling = None
     if "devicecorescaling" in entry:
         path, value = entry["devicecorescaling"]
         if value > 0:
-            if int(100 * value) < 1:
-                c.fail(path, "must give at least 1 vgpu-cores ID per GPU (int(100 × value) >= 1)", value)
-            core_scaling = float(value)
+            scaling = core_scaling(c, path, value)
         elif value < 0:
             c.warn(path, f"{value} is negative; the device config's deviceCoreScaling applies")
 
@@ -198,7 +196,7 @@ def _matching_entry(
         name=name,
         operating_mode=mode,
         device_split_count=split_count,
-        device_core_scaling=core_scaling,
+        device_core_scaling=scaling,
         lib_cuda_log_level=log_level,
         filter_devices=filters,
         source=source,
