@@ -32,13 +32,12 @@ from vgpu.mig.manager import MigManager
 from vgpu.monitor.core import INTERVAL_S, Monitor
 from vgpu.monitor.host import DEFAULT_BOUND_S, HostGpu, HostSource
 from vgpu.monitor.mig_info import MigInfoSource
-from vgpu.monitor.pods import PodLookup, WatchedPods, default_resource_names
+from vgpu.monitor.pods import PodLookup, WatchedPods, default_resource_names, resource_names
 from vgpu.monitor.server import ListenAddressError, MetricsServer
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NvmlError
 from vgpu.nvml.sampler import Sampler
-from vgpu.plugin.podmatch import ResourceNames
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +133,7 @@ class MonitorDaemon:
             log.error("vgpu monitor: %s", exc)
             return EXIT_CONFIG
         device = load_device_settings(o.device_config)
-        names = default_resource_names() if device is None else ResourceNames(
-            device.resource_count_name, device.resource_memory_name, device.resource_core_name)
+        names = default_resource_names() if device is None else resource_names(device)
         try:
             self.pods = WatchedPods(self._client, o.node_name, names).start()
             if self.pods.wait_synced(POD_SYNC_WAIT_S):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vgpu.config.device_config import default_device_config
+from vgpu.config.model import DeviceConfig
 from vgpu.kube.caches import node_pod_cache
 from vgpu.kube.client import KubeClient
 from vgpu.kube.watchcache import WatchCache
@@ -21,9 +22,13 @@ from vgpu.protocol import keys
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
+def resource_names(device: DeviceConfig) -> ResourceNames:
+    """The vGPU resource names of a ``--device-config`` (which containers request vGPU)."""
+    return ResourceNames(device.resource_count_name, device.resource_memory_name, device.resource_core_name)
+
+
 def default_resource_names() -> ResourceNames:
-    d = default_device_config()
-    return ResourceNames(d.resource_count_name, d.resource_memory_name, d.resource_core_name)
+    return resource_names(default_device_config())
 
 
 @dataclass(frozen=True, slots=True)
