@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpu.mig.profiles import ProfileCatalog, ProfileInfo
-from vgpu.nvml.errors import NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED, NvmlError
+from vgpu.mig.profiles import SKIPPED_PROFILE_CODES, ProfileCatalog, ProfileInfo
+from vgpu.nvml.errors import NvmlError
 from vgpu.nvml.mig_native import (
+    NVML_COMPUTE_INSTANCE_PROFILE_COUNT,
     ComputeInstance,
     DeviceHandle,
     GpuInstance,
@@ -25,8 +26,6 @@ from vgpu.nvml.mig_native import (
     Placement,
     layout_query,
 )
-
-NVML_COMPUTE_INSTANCE_PROFILE_COUNT = 0x9
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ class CiProfileCache:
             try:
                 info = nvml.compute_instance_profile_info(gi, constant)
             except NvmlError as exc:
-                if exc.code in (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT):
+                if exc.code in SKIPPED_PROFILE_CODES:
                     continue
                 raise
             found.append(CiProfile(constant, info.id, constant == full_constant))

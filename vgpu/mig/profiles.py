@@ -156,7 +156,8 @@ def static_model(gpu_name: str) -> str | None:
 
 # --------------------------------------------------------------------------- resolution
 
-_SKIP = (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT)
+# Answers of a profile-info call for a profile constant this GPU (or GI) does not offer: skipped.
+SKIPPED_PROFILE_CODES = (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT)
 
 
 def _placements(nvml: MigNvml, handle: DeviceHandle, profile_id: int,
@@ -181,7 +182,7 @@ def resolve_catalog(nvml: MigNvml, handle: DeviceHandle, gpu_name: str) -> Profi
         try:
             info = nvml.gpu_instance_profile_info(handle, constant)
         except NvmlError as exc:
-            if exc.code in _SKIP:
+            if exc.code in SKIPPED_PROFILE_CODES:
                 continue
             raise
         if info.name is None:  # the library lacks the V call: names come from the static table
@@ -207,7 +208,7 @@ def _static_catalog(nvml: MigNvml, handle: DeviceHandle, gpu_name: str) -> Profi
         try:
             info = nvml.gpu_instance_profile_info(handle, sp.constant)
         except NvmlError as exc:
-            if exc.code in _SKIP:
+            if exc.code in SKIPPED_PROFILE_CODES:
                 continue
             raise
         found.append(ProfileInfo(

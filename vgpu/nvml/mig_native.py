@@ -32,6 +32,7 @@ from vgpu.nvml.native import NativeNvml
 NVML_DEVICE_MIG_DISABLE = 0
 NVML_DEVICE_MIG_ENABLE = 1
 NVML_GPU_INSTANCE_PROFILE_COUNT = 0x12
+NVML_COMPUTE_INSTANCE_PROFILE_COUNT = 0x9
 NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
 # GI slice count -> compute-instance profile constant of the full-GI CI (mig.md §3).
 CI_PROFILE_FOR_SLICES = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
@@ -517,6 +518,7 @@ __all__ = [
     "CI_PROFILE_FOR_SLICES", "ComputeInstance", "ComputeInstanceInfo", "ComputeInstanceProfile",
     "DeviceHandle", "GpuInstance", "GpuInstanceInfo", "GpuInstanceProfile", "LayoutGi", "LayoutQuery",
     "MigDeviceRow", "MigNvml",
-    "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", "NVML_DEVICE_MIG_DISABLE", "NVML_DEVICE_MIG_ENABLE",
+    "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", "NVML_COMPUTE_INSTANCE_PROFILE_COUNT",
+    "NVML_DEVICE_MIG_DISABLE", "NVML_DEVICE_MIG_ENABLE",
     "NVML_GPU_INSTANCE_PROFILE_COUNT", "NvmlError", "Placement", "layout_query",
 ]
