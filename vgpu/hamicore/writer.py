@@ -21,14 +21,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from vgpu.hamicore import layouts
-from vgpu.hamicore.layouts import MAGIC, MAX_DEVICES, MAX_PROCS, UUID_LEN, Layout, LayoutSpec
+from vgpu.hamicore.layouts import MAGIC, MAX_DEVICES, MAX_PROCS, SEM_SIZE, USED_OFFSETS, UUID_LEN, Layout, LayoutSpec
 from vgpu.hamicore.limits import atoi, limits_from_env
 
 log = logging.getLogger(__name__)
 
 # A pshared glibc sem_t right after sem_init(&sem, 1, 1), as found in files HAMi-core wrote:
 # 64-bit value word = 1, then the `private` word = 128.
-SEM_INIT_BYTES = struct.pack("<QI20x", 1, 128)
+SEM_INIT_BYTES = struct.pack("<QI", 1, 128).ljust(SEM_SIZE, b"\0")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,9 @@ VARIANTS: dict[str, Variant] = {
     "interim": Variant("interim", layouts.INTERIM, 1),  # mislabelled 1.1 upstream
 }
 
-_KINDS = {"context": 0, "module": 8, "data": 16}  # device_memory_t field offsets
+_KINDS = {"context": USED_OFFSETS["context_size"], "module": USED_OFFSETS["module_size"],
+          "data": USED_OFFSETS["data_size"]}  # device_memory_t field offsets, by add_memory's kind
+_TOTAL = USED_OFFSETS["total"]
 
 
 class RegionWriter:
@@ -255,9 +257,9 @@ class RegionWriter:
         with self.seqlock_write(pid) as i:
             base = self.spec.used(i, device)
             field = self._u64(base + _KINDS[kind])
-            total = self._u64(base + 32)
+            total = self._u64(base + _TOTAL)
             self._pwrite(base + _KINDS[kind], struct.pack("<Q", (field + delta) % 2**64))
-            self._pwrite(base + 32, struct.pack("<Q", (total + delta) % 2**64))
+            self._pwrite(base + _TOTAL, struct.pack("<Q", (total + delta) % 2**64))
 
     def set_monitor(self, pid: int, device: int, *, monitor_used: int | None = None,
                     sm_util: int | None = None) -> None:
