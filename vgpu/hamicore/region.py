@@ -11,7 +11,8 @@ exactly is wrong.  ``RegionErrorCode.UNINITIALISED`` is not a fault: the creator
 the magic yet, so the caller should simply retry on its next tick (hami-core.md §4.2).
 
 A :class:`Region` is one open fd, meant to be kept across ticks (the monitor re-``fstat``s it
-through :meth:`Region.stat`).  It is not thread-safe; use one per thread.
+through :meth:`Region.stat`).  It is not thread-safe (it reuses its output buffer): one
+thread at a time; the monitor's loop and HTTP threads share regions under ``Discovery.lock``.
 
 ``VGPU_REGION_READER=python`` (read at each :meth:`Region.open`) swaps the native read for the
 pure-Python decoder of :mod:`vgpu.hamicore.reference` behind the same API: same open checks,
@@ -148,12 +149,6 @@ class RegionSnapshot(NamedTuple):
     @property
     def has_util(self) -> bool:
         return self.layout is not Layout.ORIGINAL
-
-    def device(self, index: int) -> DeviceUsage | None:
-        for dev in self.devices:
-            if dev.index == index:
-                return dev
-        return None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (for JSON): nested devices become dicts too."""
