@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.hamicore.layouts import FILE_SIZES, Layout
-from vgpu.hamicore.paths import CONTAINER_DIR_RE
+from vgpu.hamicore.paths import parse_container_dir_name
 from vgpu.hamicore.region import Region, RegionError, RegionErrorCode
 from vgpu.monitor.pods import PodLookup
 
@@ -175,11 +175,11 @@ class Discovery:
                     truncated = True
                     break
                 seen += 1
-                m = CONTAINER_DIR_RE.match(entry.name)
-                if m is None:
+                parsed = parse_container_dir_name(entry.name)
+                if parsed is None:
                     self._log_foreign(entry.name)
                     continue
-                out.append((entry.name, m.group(1), m.group(2)))
+                out.append((entry.name, *parsed))
         return out, seen, truncated
 
     def _log_foreign(self, name: str) -> None:
