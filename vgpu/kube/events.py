@@ -22,6 +22,9 @@ REASON_ALLOCATION_FAILED = "VGPUAllocationFailed"
 REASON_ZERO_MEMORY_LIMIT = "VGPUZeroMemoryLimit"
 REASON_NO_POD = "VGPUNoPendingPod"
 REASON_UNLIMITED_CONTAINER = "VGPUContainerUnlimited"
+REASON_KUBELET_SHORTAGE = "VGPUKubeletShortage"
+"""known-failures.md A-12: a pod the scheduler placed here waits, but the kubelet has too few free
+vgpu-number IDs left to admit it; the kubelet refuses it itself and never calls the plugin."""
 
 
 def _now_rfc3339(t: float) -> str:

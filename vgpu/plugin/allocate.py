@@ -47,7 +47,7 @@ from vgpu.kube.nodelock import release_node_lock
 from vgpu.kube.retry import RetryQueue, call_with_retries
 from vgpu.nvml.device import GpuInfo
 from vgpu.plugin.allocation import AllocationError, id_order, preferred_ids
-from vgpu.plugin.api import pb
+from vgpu.plugin.api import HEALTHY, pb
 from vgpu.plugin.devices import ResourceKind
 from vgpu.plugin.podmatch import PodView, ResourceNames, VgpuContainer, pod_view
 from vgpu.protocol import (
@@ -150,6 +150,7 @@ class VolcanoAllocator:
         self._decoded: dict[tuple[str, str], PodDevices | ProtocolError] = {}
         self._names: ResourceNames | None = None
         self._active: str | None = None
+        self._shortage_warned: set[str] = set()  # A-12: pod UIDs already told of a kubelet-side shortage
 
     # ================================================================ Allocator protocol
 
@@ -184,12 +185,81 @@ class VolcanoAllocator:
                         targets = tuple(dict.fromkeys(d.uuid for d in best.devices))
                         log.info("GetPreferredAllocation(%d): steering to %s of pod %s", r.allocation_size,
                                  ",".join(targets), best.view.key)
+                        self._warn_kubelet_shortage(resource, views, r, best)
                 out.append(pb.ContainerPreferredAllocationResponse(deviceIDs=preferred_ids(
                     r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size, key, targets, gpu_of)))
         return pb.PreferredAllocationResponse(container_responses=out)
 
     def _live_candidates(self, views: Sequence[PodView], n: int) -> list[_Candidate]:
         return [c for c in self._candidates(views, ResourceKind.NUMBER, n, None) if not c.tombstone]
+
+    # ================================================================ A-12: kubelet-side shortage
+
+    def _warn_kubelet_shortage(self, resource: "ResourceManager", views: Sequence[PodView],
+                               request: pb.ContainerPreferredAllocationRequest, steered: _Candidate) -> None:
+        """Warn the pods the kubelet will refuse for want of vgpu-number IDs (known-failures.md A-12).
+
+        When the kubelet has fewer free IDs than a container needs, it rejects the pod itself
+        (``Requested N, Available M``) and never calls Allocate, so the plugin cannot see that pod
+        being refused.  What it does see is GetPreferredAllocation: without topology alignment the
+        kubelet passes *all* its free IDs, so ``available - size`` is exactly what is left for the
+        next admissions.  Every other pod waiting here (``bind-phase=allocating``) that still needs
+        more than that gets one Warning Event naming the kubelet-side shortage, before the kubelet's
+        own ``UnexpectedAdmissionError``.  Only when this call has a candidate: a call for a pod we do
+        not know fails in Allocate and the kubelet gets its IDs back.  With several identical
+        candidates, the steered one (oldest ``vgpu-time``) is taken for the pod being admitted now,
+        as the kubelet admits pods in arrival order.  Allocate itself is untouched."""
+        # The steered pod finishes its admission first: all its vgpu-number containers still to come.
+        steered_need = sum(n for _, n in self._number_left(steered.view)) or request.allocation_size
+        free = max(len(set(request.available_deviceIDs) | set(request.must_include_deviceIDs)) - steered_need, 0)
+        live = {v.uid for v in views}
+        self._shortage_warned &= live
+        healthy: tuple[int, int] | None = None
+        for view, refused, requested, available, need in self._waiting_number_needs(views, free):
+            if view.uid == steered.view.uid or view.uid in self._shortage_warned:
+                continue
+            if healthy is None:
+                ids = resource.devices()
+                healthy = (sum(1 for _, h in ids if h == HEALTHY), len(ids))
+            self._shortage_warned.add(view.uid)
+            name = resource.resource_name
+            self._pod_event(view, ev.REASON_KUBELET_SHORTAGE, (
+                f"kubelet-side shortage of {name} device IDs on node {self.node_name}: once pod "
+                f"{steered.view.key} is admitted the kubelet has {free} free, but this pod still needs {need}; "
+                f"the kubelet will refuse it itself at container {refused} (\"Requested: {requested}, "
+                f"Available: {available}\", "
+                "UnexpectedAdmissionError) without calling the device plugin, unless IDs are freed first. "
+                f"The node advertises {healthy[0]} healthy of {healthy[1]} IDs "
+                f"(deviceSplitCount {self.config().split_count} per GPU; unhealthy IDs withheld). The scheduler "
+                "counted room for this pod, so the kubelet holds IDs the scheduler does not count "
+                "(pods not placed by Volcano, or pods not yet released)."))
+
+    def _waiting_number_needs(self, views: Sequence[PodView], free: int
+                              ) -> list[tuple[PodView, str, int, int, int]]:
+        """Pods waiting here whose remaining vgpu-number containers do not fit in ``free`` IDs: (pod,
+        the container the kubelet refuses, its request, the IDs then free, the pod's remaining need)."""
+        out = []
+        for v in views:
+            if (v.vgpu_node != self.node_name or v.deleting or v.terminal or v.init_requests_vgpu
+                    or v.bind_phase != keys.BIND_PHASE_ALLOCATING):
+                continue
+            st = self._journal.get(v.uid)
+            if (st is not None and st.tombstoned) or isinstance(self._decode(v), ProtocolError):
+                continue  # done, or failed on sight by the next Allocate: the kubelet is not the problem
+            limits = self._number_left(v)
+            left = free
+            for cname, n in limits:
+                if n > left:
+                    out.append((v, cname, n, left, sum(m for _, m in limits)))
+                    break
+                left -= n
+        return out
+
+    def _number_left(self, view: PodView) -> list[tuple[str, int]]:
+        """(container name, vgpu-number limit) of the pod's vGPU containers not yet served that resource."""
+        st = self._journal_of(view)
+        return [(c.name, c.limit(ResourceKind.NUMBER) or 0) for c in view.containers
+                if c.requests(ResourceKind.NUMBER) and (c.index, ResourceKind.NUMBER) not in st.served]
 
     # ================================================================ the algorithm (§5.2)
 
