@@ -124,7 +124,7 @@ class RegionWriter:
 
     def _pwrite(self, offset: int, data: bytes) -> None:
         if offset < 0 or offset + len(data) > self.spec.struct_size:
-            raise ValueError(f"write of {len(data)} bytes at {offset} is outside the region")
+            raise ValueError(f"{self.path}: write of {len(data)} bytes at offset {offset} is outside the region")
         if os.pwrite(self._fd, data, offset) != len(data):
             raise OSError(f"{self.path}: short write at offset {offset}")
 

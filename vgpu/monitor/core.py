@@ -203,7 +203,7 @@ class Monitor:
         try:
             events = self._inotify.read_events()
         except OSError as exc:
-            log.warning("reading inotify events failed: %s", exc)
+            log.warning("reading inotify events for %s failed: %s; scanning now", self.containers_root, exc)
             return True
         wanted = False
         for ev in events:
