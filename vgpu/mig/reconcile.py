@@ -120,6 +120,12 @@ def _notify(observer: Observer | None, step: MigStep) -> None:
 
 
 def _check_idle(uuid: str, doomed: Iterable[ExistingGi], busy: Busy) -> None:
+    doomed = list(doomed)
+    if doomed and not busy.known:
+        # Cannot prove the GPU idle up front; NVML's own IN_USE answer on destroy still protects
+        # running work (mig.md §5.2 step 5), but an idle instance may go before a busy one stops us.
+        log.warning("MIG %s: process list unavailable or truncated; relying on NVML's in-use check to "
+                    "protect GPU instances %s", uuid, ", ".join(str(gi.id) for gi in doomed))
     for gi in doomed:
         if busy.whole_gpu:
             raise MigInUseError(uuid, gi.id, f"{busy.whole_gpu} process(es) run on the GPU outside MIG instances")
