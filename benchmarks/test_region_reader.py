@@ -16,12 +16,10 @@ import struct
 import pytest
 
 from benchmarks.conftest import median_time, ratio_gate, rounds
+from tests.unit.hamicore.scenario import MIB, UUIDS
 from vgpu.hamicore import layouts, reference
 from vgpu.hamicore.region import Region
 from vgpu.hamicore.writer import RegionWriter
-
-MIB = 2**20
-UUIDS = ["GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e", "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c"]
 
 
 def _container_file(path, live: int) -> str:

@@ -9,11 +9,8 @@ import uuid as uuidlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from tests.unit.hamicore.scenario import MIB, NOW, UUIDS  # noqa: F401 - the monitor tests import them from here
 from vgpu.hamicore.writer import RegionWriter
-
-MIB = 2**20
-UUIDS = ("GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e", "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c")
-NOW = 1_800_000_000
 
 
 def new_uid() -> str:
