@@ -36,7 +36,7 @@ from tests.integration.monitor.process import MonitorProcess
 from tests.unit.monitor.helpers import UUIDS, add_container, new_uid, parse, pod
 from vgpu.hamicore import reference
 from vgpu.monitor.core import Monitor
-from vgpu.monitor.daemon import open_host_source
+from vgpu.monitor.daemon import open_nvml
 from vgpu.monitor.host import HostSource
 from vgpu.monitor.pods import StaticPods
 from vgpu.sim import fakenvml
@@ -64,7 +64,7 @@ def host(tmp_path_factory) -> Iterator[HostSource]:
         fakenvml.device(1, uuid=UUIDS[1], memory_used_mib=2000, utilization_gpu=70)])
     saved = {k: os.environ.get(k) for k in fake.env}
     os.environ.update(fake.env)
-    src = open_host_source(str(fake.library), 1.0)
+    src = open_nvml(str(fake.library), 1.0)[0]
     assert src is not None
     try:
         yield src

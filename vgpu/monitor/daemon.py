@@ -73,10 +73,6 @@ def open_nvml(library: str | None, bound_s: float) -> tuple[HostSource | None, l
     return HostSource(sampler, [HostGpu.of(g) for g in gpus], bound_s=bound_s).start(), gpus
 
 
-def open_host_source(library: str | None, bound_s: float) -> HostSource | None:
-    return open_nvml(library, bound_s)[0]
-
-
 def load_device_settings(path: str) -> DeviceConfig | None:
     """``--device-config`` (MIG geometries and resource names); None, with an error logged, when invalid.
 

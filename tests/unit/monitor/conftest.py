@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from vgpu.monitor.core import Monitor
-from vgpu.monitor.daemon import open_host_source
+from vgpu.monitor.daemon import open_nvml
 from vgpu.monitor.pods import PodIndex, StaticPods
 from vgpu.sim import fakenvml
 
@@ -72,7 +72,7 @@ def nvml_two_gpus(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> fa
 
 @pytest.fixture
 def host_source(nvml_two_gpus: fakenvml.FakeNvml) -> Iterator[Any]:
-    src = open_host_source(str(nvml_two_gpus.library), 1.0)
+    src = open_nvml(str(nvml_two_gpus.library), 1.0)[0]
     assert src is not None
     yield src
     src.stop()
