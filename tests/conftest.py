@@ -11,6 +11,7 @@ from typing import NoReturn
 
 import pytest
 
+from tests.support.processes import subprocess_env  # noqa: F401 - imported from here by many tests
 from vgpu.sim import fakenvml
 
 
@@ -25,13 +26,6 @@ def fake_nvml(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     for key, value in fake.env.items():
         monkeypatch.setenv(key, value)
     yield fake
-
-
-def subprocess_env(extra: dict[str, str]) -> dict[str, str]:
-    """The current environment plus ``extra`` (for starting real daemons in tests)."""
-    env = dict(os.environ)
-    env.update(extra)
-    return env
 
 
 def missing_program(reason: str) -> NoReturn:

@@ -10,7 +10,6 @@ time (the fake reports config problems there).
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import selectors
 import subprocess
@@ -21,9 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import REPO_ROOT, python_child_env
 from vgpu.sim import fakenvml
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 CHILD = r"""
 import ctypes, json, sys, threading, time, traceback
@@ -86,10 +84,7 @@ class PynvmlChild:
                  env: dict[str, str] | None = None, timeout: float = 30.0) -> None:
         self.timeout = timeout
         self.stderr_path = stderr_path
-        full_env = dict(os.environ)
-        full_env.update(fake.env)
-        full_env.update(env or {})
-        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
+        full_env = python_child_env({**fake.env, **(env or {})})
         self._stderr = open(stderr_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-u", "-c", CHILD, str(fake.library)], env=full_env, cwd=str(REPO_ROOT),
@@ -175,10 +170,7 @@ def pynvml_child(tmp_path: pathlib.Path) -> Iterator[Any]:
 
 def _run_init(fake: fakenvml.FakeNvml, env: dict[str, str] | None = None) -> tuple[int, str]:
     """nvmlInit in a fresh process: (NVML return code, stderr)."""
-    full_env = dict(os.environ)
-    full_env.update(fake.env)
-    full_env.update(env or {})
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
+    full_env = python_child_env({**fake.env, **(env or {})})
     script = (
         "import sys, pynvml\n"
         "from vgpu.nvml.library import init_pynvml\n"

@@ -8,56 +8,39 @@ from __future__ import annotations
 
 import pathlib
 import re
-import signal
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 
-from tests.conftest import subprocess_env
+from tests.support.processes import LoggedProcess, subprocess_env, wait_until
 
 _SERVING = re.compile(r"serving metrics on http://([0-9.]+):(\d+)/metrics")
 
 
-class MonitorProcess:
+class MonitorProcess(LoggedProcess):
     def __init__(self, workdir: pathlib.Path, hook: pathlib.Path, kubeconfig: pathlib.Path | None, *,
                  nvml_env: dict[str, str] | None = None, node_name: str = "node-1", extra_args: list[str] | None = None,
                  log_level: str = "INFO"):
-        self.log_path = workdir / f"monitor-{time.monotonic_ns()}.log"
-        self.args = [sys.executable, "-m", "vgpu", "--log-level", log_level, "monitor", "--node-name", node_name,
-                     "--hook-path", str(hook), "--listen", "127.0.0.1:0"]
+        args = [sys.executable, "-m", "vgpu", "--log-level", log_level, "monitor", "--node-name", node_name,
+                "--hook-path", str(hook), "--listen", "127.0.0.1:0"]
         if kubeconfig is not None:
-            self.args += ["--kubeconfig", str(kubeconfig)]
-        self.args += extra_args or []
-        self.env = subprocess_env(nvml_env or {})
+            args += ["--kubeconfig", str(kubeconfig)]
+        args += extra_args or []
+        env = subprocess_env(nvml_env or {})
         for key in ("NODE_NAME", "HOOK_PATH", "VGPU_LISTEN", "KUBECONFIG"):
-            self.env.pop(key, None)
+            env.pop(key, None)
         if not nvml_env:
-            self.env["VGPU_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1"
-        self.proc: subprocess.Popen | None = None
+            env["VGPU_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1"
+        super().__init__(args, env, workdir / f"monitor-{time.monotonic_ns()}.log", name="vgpu monitor")
         self.port = 0
 
     def start(self, timeout: float = 30.0) -> MonitorProcess:
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while True:
-            m = _SERVING.search(self.log())
-            if m:
-                self.port = int(m.group(2))
-                return self
-            if self.proc.poll() is not None:
-                raise AssertionError(f"vgpu monitor exited with {self.proc.returncode}:\n{self.log()[-4000:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"vgpu monitor did not start within {timeout} s:\n{self.log()[-4000:]}")
-            time.sleep(0.05)
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
+        """Start it and wait (failing at once if it exits) for the log line naming its bound port."""
+        super().start()
+        m = wait_until(lambda: _SERVING.search(self.log()), timeout, "vgpu monitor to serve metrics", process=self)
+        self.port = int(m.group(2))
+        return self
 
     @property
     def url(self) -> str:
@@ -75,22 +58,6 @@ class MonitorProcess:
         assert status == 200, body
         return body
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
     def terminate(self) -> int | None:
-        rc = None
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    rc = self.proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(5)
-            else:
-                rc = self.proc.returncode
-        if getattr(self, "_log", None):
-            self._log.close()
-        return rc
-
+        """SIGTERM (SIGKILL after 15 s): the exit status, or None when it had to be killed."""
+        return self.stop(15)

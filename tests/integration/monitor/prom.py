@@ -10,8 +10,6 @@ import json
 import os
 import pathlib
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -19,13 +17,9 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from tests.support.processes import LoggedProcess, free_port
+
 _install_error: str | None = None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ensure_prometheus() -> tuple[str, str] | str:
@@ -53,7 +47,7 @@ def ensure_prometheus() -> tuple[str, str] | str:
     return _install_error
 
 
-class Prometheus:
+class Prometheus(LoggedProcess):
     """A real Prometheus server with its own config and tmp storage, on a free 127.0.0.1 port."""
 
     def __init__(self, binary: str, workdir: pathlib.Path, targets: list[str], *, interval_s: int = 1):
@@ -66,19 +60,17 @@ class Prometheus:
                        "evaluation_interval": "15s"},
             "scrape_configs": [{"job_name": "vgpu-monitor", "static_configs": [{"targets": targets}]}],
         }))
-        self.log_path = self.dir / "prometheus.log"
-        self.proc: subprocess.Popen | None = None
+        super().__init__([binary], None, self.dir / "prometheus.log", name="prometheus")
         self.port = 0
 
     def start(self, timeout: float = 60.0) -> Prometheus:
         for attempt in range(3):  # a port picked as free may be taken meanwhile
             self.port = free_port()
-            self._log = open(self.log_path, "ab")
-            self.proc = subprocess.Popen(
-                [self.binary, f"--config.file={self.config}", f"--storage.tsdb.path={self.dir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1h",
-                 "--log.level=info"],
-                stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.args = [self.binary, f"--config.file={self.config}", f"--storage.tsdb.path={self.dir / 'data'}",
+                         f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1h",
+                         "--log.level=info"]
+            super().start(append=True)
+            assert self.proc is not None
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
@@ -109,16 +101,5 @@ class Prometheus:
     def query(self, promql: str) -> list[dict[str, Any]]:
         return self.api("query", query=promql)["result"]
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if getattr(self, "_log", None):
-            self._log.close()
+    def stop(self, grace: float = 20.0) -> int | None:
+        return super().stop(grace)

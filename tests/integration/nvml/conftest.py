@@ -8,8 +8,6 @@ test can act on the fake's files between two calls of a *running* process.
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import selectors
 import subprocess
 import sys
@@ -19,9 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import REPO_ROOT, python_child_env
 from vgpu.sim import fakenvml
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 # The child: one JSON request per line ({"exec": src} or {"eval": expr}), one JSON answer.
 CHILD_LOOP = r"""
@@ -69,9 +66,7 @@ class NvmlChild:
     def __init__(self, env: dict[str, str], setup: str = "", timeout: float = 30.0) -> None:
         self.timeout = timeout
         self._stderr: str | None = None
-        full_env = dict(os.environ)
-        full_env.update(env)
-        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
+        full_env = python_child_env(env)
         self.proc = subprocess.Popen(
             [sys.executable, "-u", "-c", CHILD_LOOP], env=full_env, cwd=str(REPO_ROOT),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

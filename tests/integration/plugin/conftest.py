@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import subprocess_env
+from tests.support.processes import LoggedProcess, subprocess_env
 from vgpu.sim import fakenvml
 from vgpu.sim.kubelet import FakeKubelet
 
@@ -26,36 +24,27 @@ NAMES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-co
 SOCKETS = ("nvidia-vgpu-number.sock", "nvidia-vgpu-memory.sock", "nvidia-vgpu-cores.sock")
 
 
-class PluginProcess:
+class PluginProcess(LoggedProcess):
     def __init__(self, workdir: pathlib.Path, socket_dir: str, nvml: fakenvml.FakeNvml, *,
                  device_config: str | None = None, node_config: str | None = None,
                  env: dict[str, str] | None = None, node_name: str = "node-1") -> None:
         self.socket_dir = socket_dir
-        self.log_path = workdir / "plugin.log"
         dc, nc = workdir / "device-config.yaml", workdir / "config.json"
         if device_config is not None:
             dc.write_text(device_config)
         if node_config is not None:
             nc.write_text(node_config)
-        self.args = [sys.executable, "-m", "vgpu", "--log-level", "INFO", "plugin",
-                     "--kubelet-socket", os.path.join(socket_dir, "kubelet.sock"),
-                     "--device-config", str(dc), "--node-config", str(nc)]
+        args = [sys.executable, "-m", "vgpu", "--log-level", "INFO", "plugin",
+                "--kubelet-socket", os.path.join(socket_dir, "kubelet.sock"),
+                "--device-config", str(dc), "--node-config", str(nc)]
         if node_name:
-            self.args += ["--node-name", node_name]
-        self.env = subprocess_env({**nvml.env, **(env or {})})
-        self.env.pop("NODE_NAME", None)
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "PluginProcess":
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        return self
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+            args += ["--node-name", node_name]
+        proc_env = subprocess_env({**nvml.env, **(env or {})})
+        proc_env.pop("NODE_NAME", None)
+        super().__init__(args, proc_env, workdir / "plugin.log", name="vgpu plugin")
 
     def wait_for_log(self, text: str, timeout: float) -> bool:
+        """Whether ``text`` appears in the log within ``timeout`` seconds (polled, with a deadline)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if text in self.log():
@@ -63,20 +52,8 @@ class PluginProcess:
             time.sleep(0.02)
         return text in self.log()
 
-    def wait_exit(self, timeout: float) -> int:
-        assert self.proc is not None
-        return self.proc.wait(timeout)
-
     def terminate(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if getattr(self, "_log", None):
-            self._log.close()
+        self.stop(10)
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Helpers shared by the test suites and the benchmarks (importable as ``tests.support``)."""
