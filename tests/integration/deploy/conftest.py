@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,15 +11,9 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import subprocess_env
 from tests.integration.volcano.conftest import apiserver, cluster, cluster_factory, hook_path  # noqa: F401
 from tests.integration.volcano.conftest import NODE
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.processes import free_port, subprocess_env, wait_until
 
 
 class MonitorProcess:
@@ -89,18 +82,6 @@ def monitor_factory(tmp_path: pathlib.Path):
     for mon in started:
         mon.stop()
         print(f"--- monitor log ({mon.log_path}) ---\n{mon.log()[-6000:]}")
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 
 
 DRIVER_UA = "vgpu-tests/deploy-driver"
