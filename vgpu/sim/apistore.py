@@ -108,12 +108,6 @@ class Store:
         with self._lock:
             return self._rv
 
-    @property
-    def oldest_resource_version(self) -> int:
-        """The oldest resourceVersion a watch can still resume from."""
-        with self._lock:
-            return self._compacted
-
     def _key(self, rt: ResourceType, namespace: str | None, name: str) -> Key:
         if rt.namespaced:
             if not namespace:

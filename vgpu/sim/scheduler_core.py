@@ -90,10 +90,6 @@ class FilterOutcome:
     scores: dict[str, int] = field(default_factory=dict)
 
 
-def _podgroup_key(pod: PodView | None) -> str:
-    return pod.podgroup_key if pod is not None else ""
-
-
 class SchedulerCore:
     """Node states + ledger of one emulated scheduler."""
 

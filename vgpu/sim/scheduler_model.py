@@ -137,34 +137,6 @@ class PodView:
             resource_version=md.resource_version or "",
         )
 
-    @classmethod
-    def from_dict(cls, pod: Mapping[str, Any]) -> PodView:
-        """From a Pod manifest / JSON object."""
-        md = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        status = pod.get("status") or {}
-        ctrs = []
-        for c in spec.get("containers") or []:
-            res = c.get("resources") or {}
-            ctrs.append(ContainerView(
-                c.get("name", ""),
-                {k: str(v) for k, v in (res.get("limits") or {}).items()},
-                {k: str(v) for k, v in (res.get("requests") or {}).items()},
-            ))
-        return cls(
-            namespace=md.get("namespace") or "default",
-            name=md.get("name", ""),
-            uid=md.get("uid", ""),
-            annotations=dict(md.get("annotations") or {}),
-            containers=tuple(ctrs),
-            node_name=spec.get("nodeName") or "",
-            phase=status.get("phase") or "Pending",
-            scheduler_name=spec.get("schedulerName") or "",
-            deleting=md.get("deletionTimestamp") is not None,
-            created=md.get("creationTimestamp") or "",
-            resource_version=md.get("resourceVersion") or "",
-        )
-
 
 @dataclass(frozen=True)
 class ContainerRequest:

@@ -55,9 +55,6 @@ class VersionSwitches:
     strict_pod_devices: bool
     """master skips PodDevices devices with non-uint32 numbers; older versions read them as 0."""
 
-    def at_least(self, version: str) -> bool:
-        return _MINOR[self.name] >= _MINOR[normalize_version(version)]
-
 
 def normalize_version(version: str) -> str:
     """``"1.15"``, ``"v1.15.2"`` → ``"v1.15"``; ``"master"`` or anything ≥ v1.16 → ``"master"``."""
