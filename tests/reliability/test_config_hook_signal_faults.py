@@ -8,6 +8,7 @@ import tempfile
 import threading
 
 from tests.integration.plugin.conftest import PluginProcess
+from tests.integration.volcano.conftest import NAMES
 from vgpu.sim import fakenvml
 from vgpu.sim.kubelet import FakeKubelet
 
@@ -115,8 +116,9 @@ def test_hook_path_unwritable_when_allocate_creates_cache_dir(cluster):
     assert recovery <= 5
 
 
-def test_sigterm_during_allocate(cluster_factory):
-    c = cluster_factory()
+def test_sigterm_during_allocate(cluster, shared_cluster):
+    # The fault is undone by what the test itself does last: the DaemonSet's restart of the plugin.
+    c = cluster
     create_and_schedule(c, "inflight")
     rule = c.api.faults.delay(2.0, "patch", "pods", count=1)
     out: dict[str, object] = {}
@@ -135,11 +137,12 @@ def test_sigterm_during_allocate(cluster_factory):
     poll(lambda: bind_phase(c, "inflight") != "allocating" or pod_events(c, "inflight"), 10, "the pod settles")
     assert_no_unexplained_allocating(c, ["inflight"])
     phase = bind_phase(c, "inflight")
-    # A new plugin (the DaemonSet restart) serves the next pod.
+    # A new plugin process (the DaemonSet restart, same kubelet and node) serves the next pod.
     sw = Stopwatch()
-    c2 = cluster_factory(wait_register=False)
-    res = schedule_and_admit(c2, "next")
-    assert_own_allocation(c2, "next", res)
+    c.plugin = shared_cluster.restart_plugin()
+    c.kubelet.wait_for_plugins(NAMES, timeout=15, since=sw.t0)
+    res = schedule_and_admit(c, "next")
+    assert_own_allocation(c, "next", res)
     recovery = sw.elapsed
     record("sigterm-allocate", "SIGTERM during an Allocate",
            f"exit 0 after {exit_s:.2f} s with sockets removed; the in-flight pod ends {phase}; a restarted "

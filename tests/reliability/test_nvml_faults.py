@@ -8,6 +8,7 @@ import time
 
 from tests.integration.monitor.process import MonitorProcess
 from tests.integration.plugin.conftest import PluginProcess
+from vgpu.monitor.host import DEFAULT_BOUND_S as NVML_BOUND_S
 from vgpu.protocol import keys
 from vgpu.sim import fakenvml
 from vgpu.sim.kubelet import FakeKubelet
@@ -18,6 +19,9 @@ from .results import Stopwatch, poll, record
 
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NAMES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
+# The monitor waits NVML_BOUND_S for a fresh NVML sample (a constant of the product, no flag):
+# a few bounds of scrapes during the hang show the first one bounded and the later ones not waiting.
+OBSERVE_HANG_S = 3 * NVML_BOUND_S
 
 
 def test_nvml_init_fails_at_start_exits_1_then_recovers(tmp_path: pathlib.Path, apiserver):
@@ -57,7 +61,8 @@ def test_nvml_init_fails_at_start_exits_1_then_recovers(tmp_path: pathlib.Path, 
     assert recovery <= 30
 
 
-def test_gpu_lost_xid79(cluster):
+def test_gpu_lost_xid79(fresh_cluster):
+    cluster = fresh_cluster  # GPU 0 stays lost: not the shared cluster
     before = len(cluster.kubelet.plugin(NUMBER).healthy_ids())
     create_and_schedule(cluster, "on-lost", gpus=2)  # needs both GPUs: scheduled before the loss
     sw = Stopwatch()
@@ -83,11 +88,12 @@ def test_gpu_lost_xid79(cluster):
     assert detect <= 10
 
 
-def test_nvml_hang_plugin_keeps_serving_and_stops(cluster):
+def test_nvml_hang_plugin_keeps_serving_and_stops(fresh_cluster):
+    cluster = fresh_cluster  # ends with GPU 1 lost and the plugin stopped: not the shared cluster
     hang = NvmlHang(cluster.nvml).start()
     try:
-        # The health loop's next NVML call blocks (its periodic wait returns within ~5 s).
-        time.sleep(0)  # nothing to wait for: the assertions below poll
+        # The health loop's next NVML call blocks (its periodic wait returns within ~5 s); the
+        # assertions below need no NVML and poll.
         res = schedule_and_admit(cluster, "during-hang")
         assert_own_allocation(cluster, "during-hang", res)
         assert len(cluster.kubelet.plugin(NUMBER).healthy_ids()) == 20
@@ -108,34 +114,55 @@ def test_nvml_hang_plugin_keeps_serving_and_stops(cluster):
            f"seen); SIGTERM exit 0 in {sw.elapsed:.2f} s", recovery, 15, 32)
 
 
+def _metric(body: bytes, name: str) -> float:
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in the scrape")
+
+
 def test_nvml_hang_monitor_stays_responsive(tmp_path: pathlib.Path, apiserver):
     nvml = fakenvml.FakeNvml.create(tmp_path / "mnvml", [fakenvml.device(0, memory_used_mib=1000)])
     hook = tmp_path / "mhook"
     hook.mkdir()
+    t_start = Stopwatch()
     mon = MonitorProcess(tmp_path, hook, apiserver.kubeconfig(tmp_path / "kc"), nvml_env=nvml.env).start()
+    print(f"monitor started in {t_start.elapsed:.2f} s")
     hang = NvmlHang(nvml)
     try:
         assert b"GPU-" in mon.scrape() or mon.scrape()
         hang.start()
-        worst = 0.0
-        deadline = time.monotonic() + 6  # scrapes across several refresh periods while NVML hangs
-        while time.monotonic() < deadline:
+        # The first scrape's NVML refresh blocks: it waits one bound and serves the last good
+        # sample; while the call stays stuck, later scrapes do not wait at all.  Observe a few
+        # bounds' worth of scrapes (the monitor's only periodic work, the 5 s tick, makes no NVML call).
+        worst, scrapes, window = 0.0, 0, Stopwatch()
+        while window.elapsed < OBSERVE_HANG_S or scrapes < 5:
             sw = Stopwatch()
             status, body, _ = mon.get("/metrics")
             worst = max(worst, sw.elapsed)
+            scrapes += 1
             assert status == 200
+            time.sleep(0.02)  # the scrape cadence (not synchronisation): leave the CPU to the monitor
+        observed_s = window.elapsed
+        stale = _metric(body, "vgpu_monitor_nvml_stale_serves_total")
+        age = _metric(body, "vgpu_monitor_nvml_sample_age_seconds")
+        assert stale >= 1, "no scrape was served from the last good sample: NVML never hung"
+        assert age >= NVML_BOUND_S, f"the values served are {age:.2f} s old: not the last good sample"
         assert mon.proc.poll() is None
-        hang.release()
+        assert hang.release(), "no NVML call was blocked on the FIFO"
         rel = Stopwatch()
         nvml.update_device(0, memory_used_mib=4321)
         poll(lambda: b" 4530896896" in mon.scrape(), 20, "fresh NVML values after the hang")
         recovery = rel.elapsed
     finally:
         hang.close()
+        t_term = Stopwatch()
         rc = mon.terminate()
-        print(mon.log()[-3000:])
+        print(f"monitor stopped in {t_term.elapsed:.2f} s\n" + mon.log()[-3000:])
     assert rc == 0
     record("nvml-hang-monitor", "NVML calls hang (monitor)",
-           f"/metrics keeps answering (slowest scrape {worst:.2f} s) from the last good sample; fresh values "
-           "after release (recovery = release → new value scraped)", recovery, 20, 33)
+           f"/metrics keeps answering ({scrapes} scrapes over {observed_s:.1f} s, slowest {worst:.2f} s; "
+           f"the monitor's NVML bound is {NVML_BOUND_S:g} s) from the last good sample ({stale:.0f} stale "
+           "serves counted); fresh values after release (recovery = release → new value scraped)",
+           recovery, 20, 33)
     assert worst <= 3.0
