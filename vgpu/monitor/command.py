@@ -10,20 +10,20 @@ import logging
 import os
 from collections.abc import Mapping
 
-from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
+from vgpu import settings
 from vgpu.monitor.daemon import EXIT_CONFIG, MonitorDaemon, MonitorOptions
+from vgpu.settings import Setting, add_settings, resolve_settings
 
 log = logging.getLogger(__name__)
 
-# flag dest -> (env var, default, help)
-SETTINGS: dict[str, tuple[str, str | None, str]] = {
-    "listen": ("VGPU_LISTEN", "0.0.0.0:9394", "HOST:PORT of the /metrics endpoint (port 0: any free port)"),
-    "node_name": ("NODE_NAME", None, "this node's name (required; from the downward API)"),
-    "hook_path": ("HOOK_PATH", DEFAULT_HOOK_PATH, "HAMi-core files; regions are scanned under <hook-path>/containers"),
-    "kubeconfig": ("KUBECONFIG", None, "kubeconfig for the API server (default: in-cluster service account)"),
-    "nvml_library": ("VGPU_NVML_LIBRARY", None, "libnvidia-ml.so.1 to load (default: the system's)"),
-    "device_config": ("DEVICE_CONFIG", "/config/device-config.yaml", "device-config.yaml (MIG info only)"),
-}
+SETTINGS: tuple[Setting, ...] = (
+    Setting("listen", "VGPU_LISTEN", "0.0.0.0:9394", "HOST:PORT of the /metrics endpoint (port 0: any free port)"),
+    settings.NODE_NAME,
+    settings.HOOK_PATH.with_help("HAMi-core files; regions are scanned under <hook-path>/containers"),
+    settings.KUBECONFIG,
+    settings.NVML_LIBRARY,
+    settings.DEVICE_CONFIG.with_help("device-config.yaml (MIG info only)"),
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,10 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Serve per-container GPU usage (legacy Volcano and HAMi v2.10 metric families) and host "
         "GPU metrics at /metrics, and run the HAMi-core priority feedback loop every 5 s. "
         "SIGTERM stops.")
-    for dest, (env, default, text) in SETTINGS.items():
-        shown = f"default {default}" if default else "no default"
-        p.add_argument("--" + dest.replace("_", "-"), dest=dest, default=None, metavar=env,
-                       help=f"{text} [env {env}; {shown}]")
+    add_settings(p, SETTINGS)
     p.add_argument("--legacy-metrics", action=argparse.BooleanOptionalAction, default=True,
                    help="export the legacy Volcano families (HostGPUMemoryUsage, vGPU_device_*, Device_*)")
     p.add_argument("--hami-metrics", action=argparse.BooleanOptionalAction, default=True,
@@ -45,9 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> MonitorOptions:
     """Flag > env var (non-empty) > default."""
-    values = {dest: getattr(args, dest, None) or environ.get(env) or default
-              for dest, (env, default, _text) in SETTINGS.items()}
-    return MonitorOptions(legacy_metrics=args.legacy_metrics, hami_metrics=args.hami_metrics, **values)
+    return MonitorOptions(legacy_metrics=args.legacy_metrics, hami_metrics=args.hami_metrics,
+                          **resolve_settings(args, environ, SETTINGS))
 
 
 def main(args: argparse.Namespace) -> int:
