@@ -3,67 +3,13 @@ real `vgpu plugin`, fake kubelet, scheduler emulator) plus a real `vgpu monitor`
 from __future__ import annotations
 
 import pathlib
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
 from tests.integration.volcano.conftest import apiserver, cluster, cluster_factory, hook_path  # noqa: F401
 from tests.integration.volcano.conftest import NODE
-from tests.support.processes import free_port, subprocess_env, wait_until
-
-
-class MonitorProcess:
-    """`python -m vgpu monitor` against the simulated API server and the fake NVML."""
-
-    def __init__(self, workdir: pathlib.Path, env: dict[str, str], hook_path: pathlib.Path, kubeconfig: str):
-        self.port = free_port()
-        self.log_path = workdir / "monitor.log"
-        self.args = [sys.executable, "-m", "vgpu", "--log-level", "INFO", "monitor",
-                     "--listen", f"127.0.0.1:{self.port}", "--node-name", NODE, "--hook-path", str(hook_path),
-                     "--kubeconfig", kubeconfig, "--device-config", str(workdir / "absent-device-config.yaml")]
-        self.env = subprocess_env(env)
-        self.env.pop("NODE_NAME", None)
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "MonitorProcess":
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        return self
-
-    def get(self, path: str) -> tuple[int, str]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-
-    def wait_healthy(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None and self.proc.poll() is None, f"monitor exited:\n{self.log()}"
-            try:
-                if self.get("/healthz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"monitor not healthy within {timeout}s:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if getattr(self, "_log", None):
-            self._log.close()
+from tests.integration.monitor.process import MonitorProcess
+from tests.support.processes import wait_until
 
 
 @pytest.fixture
@@ -74,13 +20,16 @@ def monitor_factory(tmp_path: pathlib.Path):
         work = tmp_path / f"monitor{len(started)}"
         work.mkdir()
         kubeconfig = cluster.api.kubeconfig(work / "kubeconfig")
-        mon = MonitorProcess(work, dict(cluster.nvml.env), cluster.hook_path, str(kubeconfig)).start()
+        mon = MonitorProcess(work, cluster.hook_path, kubeconfig, nvml_env=dict(cluster.nvml.env), node_name=NODE,
+                             extra_args=["--device-config", str(work / "absent-device-config.yaml")])
         started.append(mon)
+        mon.start(60)
+        wait_until(lambda: mon.get("/healthz")[0] == 200, 60, "vgpu monitor /healthz", process=mon)
         return mon
 
     yield make
     for mon in started:
-        mon.stop()
+        mon.terminate()
         print(f"--- monitor log ({mon.log_path}) ---\n{mon.log()[-6000:]}")
 
 

@@ -106,13 +106,12 @@ def test_dashboard_queries_only_metrics_a_real_monitor_exports(cluster_factory, 
         (bad / "x.cache").write_bytes(b"not a region")
         cluster.nvml.inject_error("nvmlDeviceGetUtilizationRates", NVML_ERROR_NOT_SUPPORTED, index=failing_gpu)
         mon = monitor_factory(cluster)
-        mon.wait_healthy(60)
         wanted = queried_metrics()
         scraped: set[str] = set()
 
         def complete() -> bool:
             nonlocal scraped
-            scraped = _sample_names(mon.get("/metrics")[1])
+            scraped = _sample_names(mon.scrape().decode())
             return wanted <= scraped
 
         try:
@@ -122,7 +121,7 @@ def test_dashboard_queries_only_metrics_a_real_monitor_exports(cluster_factory, 
         missing = sorted(wanted - scraped)
         assert not missing, f"the dashboard queries metrics the monitor does not export: {missing}"
         # The MIG table's row: the instance the plugin's MIG code handed to the container.
-        (mig,) = [s for f in text_string_to_metric_families(mon.get("/metrics")[1])
+        (mig,) = [s for f in text_string_to_metric_families(mon.scrape().decode())
                   if f.name == "hami_mig_device_info" for s in f.samples]
         assert {k: mig.labels[k] for k in ("namespace", "pod", "container", "profile", "mig_uuid", "device_uuid")} == {
             "namespace": "ml", "pod": "mig-job", "container": "trainer", "profile": "2g.20gb",

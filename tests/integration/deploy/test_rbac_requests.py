@@ -66,7 +66,6 @@ def test_cluster_role_grants_exactly_the_requests_of_plugin_and_monitor(cluster,
     # The monitor: starts, maps pods through its node-scoped watch.
     before = api.requests.counts()
     mon = monitor_factory(cluster)
-    mon.wait_healthy(60)
     wait_until(lambda: api.requests.counts()[("pods", "watch")] > before[("pods", "watch")], 30,
                "the monitor's pod watch")
     assert mon.get("/metrics")[0] == 200
