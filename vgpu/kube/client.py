@@ -20,7 +20,9 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +42,8 @@ DEFAULT_TIMEOUT_S = 10.0
 WATCH_READ_TIMEOUT_S = 330.0
 """Read timeout of a watch: longer than the server-side ``timeoutSeconds`` we ask for."""
 WATCH_SERVER_TIMEOUT_S = 300
+MIN_CALL_S = 0.05
+"""Under a deadline, a call is not started with less time than this left."""
 
 
 class KubeError(Exception):
@@ -70,6 +74,10 @@ class KubeApiError(KubeError):
 
 class KubeUnavailable(KubeError):
     """The API server could not be reached (refused, reset, timed out)."""
+
+
+class KubeDeadlineExceeded(KubeUnavailable):
+    """The calling thread's time budget (:meth:`KubeClient.deadline`) is used up; not retried."""
 
 
 class KubeConfigError(KubeError):
@@ -167,12 +175,16 @@ class KubeClient:
 
     def __init__(self, configuration: k8s.Configuration, *, timeout: float = DEFAULT_TIMEOUT_S,
                  user_agent: str = "vgpu-device-plugin"):
+        # Retries are ours (call_with_retries, the retry queue, watch re-lists): urllib3's default
+        # silent read retries would turn one timed-out GET into four, past any time budget.
+        configuration.retries = 0
         self.configuration = configuration
         self.timeout = timeout
         self.api_client = k8s.ApiClient(configuration)
         self.api_client.user_agent = user_agent
         self.core = k8s.CoreV1Api(self.api_client)
         self._closed = threading.Event()
+        self._local = threading.local()  # per-thread deadline (monotonic), see deadline()
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None, **kw: Any) -> "KubeClient":
@@ -187,11 +199,39 @@ class KubeClient:
             self._closed.set()
             self.api_client.close()
 
+    @contextmanager
+    def deadline(self, seconds: float) -> Iterator[None]:
+        """Bound every call this thread makes inside the block to ``seconds`` in total.
+
+        The kubelet waits on Allocate, which must not block for more than about 10 s overall
+        (kubelet-device-plugin-api.md §6): each request's timeout is cut to the time left, and
+        once it is used up calls fail at once with :class:`KubeDeadlineExceeded` (callers then
+        hand the write to their background retry queue).  Nested blocks keep the earlier end.
+        """
+        previous = getattr(self._local, "deadline", None)
+        end = time.monotonic() + seconds
+        self._local.deadline = end if previous is None else min(previous, end)
+        try:
+            yield
+        finally:
+            self._local.deadline = previous
+
+    def _request_timeout(self, what: str, timeout: float | None) -> float:
+        base = timeout or self.timeout
+        end = getattr(self._local, "deadline", None)
+        if end is None:
+            return base
+        left = end - time.monotonic()
+        if left < MIN_CALL_S:
+            raise KubeDeadlineExceeded(f"{what}: not attempted, the Allocate time budget is used up")
+        return min(base, left)
+
     # ---------------------------------------------------------------- plumbing
 
-    def _call(self, what: str, fn: Any, *args: Any, timeout: Any = None, **kw: Any) -> dict[str, Any]:
+    def _call(self, what: str, fn: Any, *args: Any, timeout: float | None = None, **kw: Any) -> dict[str, Any]:
+        request_timeout = self._request_timeout(what, timeout)
         try:
-            resp = fn(*args, _preload_content=False, _request_timeout=timeout or self.timeout, **kw)
+            resp = fn(*args, _preload_content=False, _request_timeout=request_timeout, **kw)
             data = resp.data
         except ApiException as exc:
             raise _api_error(what, exc) from None

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vgpu.kube.client import KubeApiError, KubeError
+from vgpu.kube.client import KubeApiError, KubeDeadlineExceeded, KubeError
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,10 @@ class RetryQueue:
 
 
 def retryable(exc: KubeError) -> bool:
-    """Unreachable, 5xx, 429 and 409 may succeed when tried again; other refusals will not."""
+    """Unreachable, 5xx, 429 and 409 may succeed when tried again; other refusals will not,
+    and neither does a call refused because the caller's time budget is used up."""
+    if isinstance(exc, KubeDeadlineExceeded):
+        return False
     if isinstance(exc, KubeApiError):
         return exc.status >= 500 or exc.status in (409, 429)
     return True

@@ -76,6 +76,14 @@ ERR_INIT = "init containers requesting vGPU are not supported"
 ERR_INVALID = "invalid devices-to-allocate"
 ERR_MODE = "device mode mismatch"
 
+ALLOCATE_BUDGET_S = 8.0
+"""Time budget of the API calls of one Allocate or GetPreferredAllocation (the kubelet waits on
+them; kubelet-device-plugin-api.md §6: about 10 s at most).  Writes that do not fit go to the
+background retry queue."""
+OPTIONAL_BUDGET_S = 2.0
+"""Budget of API work that only improves a choice: GetPreferredAllocation (advisory; it never
+fails) and the re-list when the kubelet's IDs match no candidate's GPUs.  With Allocate's budget
+this keeps one admission near 10 s even when every request hangs."""
 PATCH_TRIES = 5
 PATCH_FIRST_DELAY_S = 0.1
 
@@ -162,7 +170,7 @@ class VolcanoAllocator:
         if len(request.container_requests) != 1:
             raise AllocationError(ERR_MULTIPLE)
         ids = list(request.container_requests[0].devices_ids)
-        with self._lock:
+        with self.client.deadline(ALLOCATE_BUDGET_S), self._lock:
             return pb.AllocateResponse(container_responses=[self._allocate(resource, kind, ids)])
 
     def preferred_allocation(self, resource: "ResourceManager",
@@ -170,7 +178,7 @@ class VolcanoAllocator:
         key = id_order(resource)
         gpu_of = _gpu_of(resource)
         out = []
-        with self._lock:
+        with self.client.deadline(OPTIONAL_BUDGET_S), self._lock:
             views = self._current_views()
             for r in request.container_requests:
                 targets: tuple[str, ...] = ()
@@ -271,9 +279,13 @@ class VolcanoAllocator:
         live = [c for c in cands if not c.tombstone]
         # Step 2: one node-scoped LIST, then look again — when nobody waits for this call, or when the
         # kubelet's IDs lie on GPUs that no waiting pod was assigned: the pod being admitted may be
-        # newer than our watch (the other candidates are then the wrong pods).  Free on the common path.
+        # newer than our watch (the other candidates are then the wrong pods).  The LIST only guards
+        # a race when a candidate exists already (the pod being admitted answers a late call), so it
+        # gets the short budget there and cannot hold up the admission of a pod we can serve.
         if not live or (kind is ResourceKind.NUMBER and not self._same_gpus(live, ids, resource)):
-            views = self._resynced_views()
+            guard_only = bool(live) or any(c.view.uid == self._active for c in cands)
+            with self.client.deadline(OPTIONAL_BUDGET_S if guard_only else ALLOCATE_BUDGET_S):
+                views = self._resynced_views()
             malformed.clear()
             cands = self._candidates(views, kind, n, malformed)
         for view, why, _ in malformed:
