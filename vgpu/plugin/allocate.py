@@ -277,14 +277,17 @@ class VolcanoAllocator:
         malformed: list[tuple[PodView, str, bool]] = []
         cands = self._candidates(views, kind, n, malformed)
         live = [c for c in cands if not c.tombstone]
+        # The late non-primary call of the pod being admitted (e.g. vgpu-memory after its last
+        # container's vgpu-number call): the kubelet admits one pod at a time, so this call is that
+        # container's, and no LIST is needed.
+        late_call = not live and any(c.view.uid == self._active for c in cands)
         # Step 2: one node-scoped LIST, then look again — when nobody waits for this call, or when the
         # kubelet's IDs lie on GPUs that no waiting pod was assigned: the pod being admitted may be
-        # newer than our watch (the other candidates are then the wrong pods).  The LIST only guards
-        # a race when a candidate exists already (the pod being admitted answers a late call), so it
-        # gets the short budget there and cannot hold up the admission of a pod we can serve.
-        if not live or (kind is ResourceKind.NUMBER and not self._same_gpus(live, ids, resource)):
-            guard_only = bool(live) or any(c.view.uid == self._active for c in cands)
-            with self.client.deadline(OPTIONAL_BUDGET_S if guard_only else ALLOCATE_BUDGET_S):
+        # newer than our watch (the other candidates are then the wrong pods).  That second LIST only
+        # guards a race, so it gets the short budget and cannot hold up a pod we can serve.
+        mismatch = bool(live) and kind is ResourceKind.NUMBER and not self._same_gpus(live, ids, resource)
+        if (not live and not late_call) or mismatch:
+            with self.client.deadline(OPTIONAL_BUDGET_S if mismatch else ALLOCATE_BUDGET_S):
                 views = self._resynced_views()
             malformed.clear()
             cands = self._candidates(views, kind, n, malformed)

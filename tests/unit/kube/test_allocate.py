@@ -395,3 +395,16 @@ def test_a2_watch_lag_behind_the_admitted_pod_is_caught_by_one_node_list(sim):
     assert sim.allocator.stats.resyncs == before + 1
     assert sim.annotations("b")[keys.BIND_PHASE] == "success"
     assert sim.annotations("a")[keys.BIND_PHASE] == "allocating"
+
+
+def test_a_plain_admission_lists_nothing_the_late_memory_call_is_the_active_pods(sim):
+    """number then memory for a one-container pod: served from the watch cache, no LIST at all."""
+    sim.schedule("p", [{"name": "c", "limits": {NUMBER: 1, "volcano.sh/vgpu-memory": 1000}}], [[dev(0)]],
+                 vgpu_time=100)
+    assert sim.cache.wait_for(lambda c: len(c.items()) == 1, 5)
+    before = sim.allocator.stats.resyncs
+    r = sim.allocate(N, sim.preferred(1))
+    assert envs(r)["NVIDIA_VISIBLE_DEVICES"] == UUIDS[0]
+    assert sim.allocate(ResourceKind.MEMORY, sim.memory_ids(1000)) == pb.ContainerAllocateResponse()
+    assert sim.allocator.stats.resyncs == before
+    assert sim.annotations("p")[keys.BIND_PHASE] == "success"
