@@ -91,6 +91,7 @@ class Store:
         self.graceful_pod_deletion = graceful_pod_deletion
         self._lock = threading.RLock()
         self.changed = threading.Condition(self._lock)
+        self._generation = 0  # bumped with every notify of ``changed`` (see wait_for)
         self._objects: dict[str, dict[Key, Stored]] = {k: {} for k in apiresources.STORAGE}
         self._watchers: dict[str, list[Watcher]] = {k: [] for k in apiresources.STORAGE}
         self._pods_by_node: dict[str, set[Key]] = collections.defaultdict(set)
@@ -144,7 +145,7 @@ class Store:
             w.offer(change)
         if any(w.closed for w in watchers):
             self._watchers[resource] = [w for w in watchers if not w.closed]
-        self.changed.notify_all()
+        self._changed()
         return stored
 
     def _ensure_namespace(self, namespace: str) -> None:
@@ -448,7 +449,7 @@ class Store:
                         if change.rv > since and change.resource == resource:
                             w.offer(change)
             self._watchers[resource].append(w)
-            self.changed.notify_all()
+            self._changed()
         return w
 
     def bookmark(self, watcher: Watcher) -> int | None:
@@ -462,7 +463,7 @@ class Store:
             watchers = self._watchers.get(watcher.resource, [])
             if watcher in watchers:
                 watchers.remove(watcher)
-            self.changed.notify_all()
+            self._changed()
 
     def close_watches(self, abrupt: bool = False) -> int:
         """End every open watch (clients see the stream end, or a reset when ``abrupt``)."""
@@ -473,7 +474,7 @@ class Store:
                     w.close(abrupt)
                     n += 1
                 watchers.clear()
-            self.changed.notify_all()
+            self._changed()
             return n
 
     def watch_count(self, resource: str | None = None) -> int:
@@ -491,18 +492,30 @@ class Store:
 
     # ---------------------------------------------------------------- waiting
 
+    def _changed(self) -> None:
+        """Wake ``wait_for`` callers (the store lock is held)."""
+        self._generation += 1
+        self.changed.notify_all()
+
     def wait_for(self, predicate: Callable[["Store"], T], timeout: float, what: str = "condition") -> T:
         """Block until ``predicate(store)`` is truthy or raise TimeoutError.
 
-        The predicate is re-checked on every commit and whenever a watch opens or closes.
+        The predicate is re-checked on every commit and whenever a watch opens or closes.  It runs
+        WITHOUT the store lock held: a predicate may look at other components (a scheduler's
+        counters, a request log) whose own threads call into this store while holding their locks,
+        and holding ours around it would deadlock them.  A generation counter makes sure no change
+        between a check and the wait is missed.
         """
         deadline = time.monotonic() + timeout
-        with self.changed:
-            while True:
-                result = predicate(self)
-                if result:
-                    return result
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-                self.changed.wait(left)
+        while True:
+            with self._lock:
+                seen = self._generation
+            result = predicate(self)
+            if result:
+                return result
+            with self.changed:
+                while self._generation == seen:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+                    self.changed.wait(left)
