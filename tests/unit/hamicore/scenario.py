@@ -7,9 +7,8 @@ import pathlib
 
 from vgpu.hamicore.writer import RegionWriter
 
-# shared/ lies beside the checkout (also in CI, which clones elsewhere and copies shared/ next to it).
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
-FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "hami-core"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "hami-core"  # provenance: its README.md
 MIB = 2**20
 GIB = 2**30
 NOW = 1_800_000_000

@@ -15,7 +15,7 @@ from vgpu.hamicore.writer import RegionWriter
 EXPECTED = scenario.fixture_expected()
 
 
-# ---- the real files written by HAMi-core (shared/fixtures/hami-core) ---------------------------
+# ---- the real files written by HAMi-core (tests/fixtures/hami-core) ---------------------------
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_real_hami_core_file_header_decodes_to_expected(real_fixtures, name):

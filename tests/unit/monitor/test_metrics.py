@@ -112,7 +112,7 @@ def test_last_kernel_age_is_never_negative_and_absent_when_zero(make_monitor, ho
 
 
 def test_real_hami_core_fixture(make_monitor, hook, tmp_path, clock):
-    # The bytes HAMi-core itself wrote (shared/fixtures/hami-core): 1,924 / 572 MiB, limits 3000 MiB / 2 GiB.
+    # The bytes HAMi-core itself wrote (tests/fixtures/hami-core): 1,924 / 572 MiB, limits 3000 MiB / 2 GiB.
     uid = new_uid()
     files = fixture_paths(tmp_path)
     d = container_dir(hook, uid, "main")
