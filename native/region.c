@@ -1,14 +1,16 @@
 /*
  * pread-only reader of HAMi-core shared-region files (see region.h for why no mmap).
  *
- * One call, vgpu_region_read(), decodes a file:
- *   1. the layout from the size: fstat, or (given the previous read's layout as a hint) a tail
- *      read that asks for one byte past the end and so proves the size without an fstat;
- *   2. the tail (proc_num ... end), which sizes the first batch of slots;
- *   3. one preadv of the header (up to `procs`) together with the first batch of up to 8 slots
- *      (for v1.x only that batch's seqlock words: s1);
- *   4. the live prefix procs[0, proc_num) in batches of 8 slots, one pread per batch, and under
- *      the v1.2 seqlock one preadv of the batch's seqlock words before (s1) and after (s2) it.
+ * One call, vgpu_region_read(), decodes a file in phases (one static function each):
+ *   1. read_layout_and_tail: the layout from the size: fstat, or (given the previous read's
+ *      layout as a hint) a tail read that asks for one byte past the end and so proves the size
+ *      without an fstat; the tail (proc_num ... end) sizes the first batch of slots;
+ *   2. read_header: one preadv of the header (up to `procs`) together with the first batch of up
+ *      to 8 slots (for v1.x only that batch's seqlock words: s1), then magic and version;
+ *   3. decode_header / 4. decode_devices: the header and tail fields, the device section;
+ *   5. read_live_slots: the live prefix procs[0, proc_num) in batches of 8 slots, one pread per
+ *      batch, and under the v1.2 seqlock one preadv of the batch's seqlock words before (s1) and
+ *      after (s2) it (read_batch); live slots are summed per device (add_slot).
  * A v1.2 file with up to 8 live slots costs 4 reads, the other layouts 2 (plus an fstat when the
  * layout is new or changed).  The cost grows with the live slots, not with the 1,024 capacity.
  *
@@ -316,69 +318,93 @@ static int uuid_state(const char *raw, char *copy) {
     return VGPU_REGION_UUID_VALID;
 }
 
-int vgpu_region_read(int fd, int32_t layout_hint, vgpu_region_summary_t *out, vgpu_region_error_t *err) {
-    unsigned char hdr[MAX_HEADER], tail[MAX_TAIL + 2], slot_buf[MAX_SLOT];
-    io_count_t io = {0, 0};
+/* ------------------------------------------------------------------ vgpu_region_read, in phases */
+
+/* Buffers of one read, never initialised: every byte used is read from the file first. */
+typedef struct {
+    unsigned char hdr[MAX_HEADER];          /* the header, up to `procs` */
+    unsigned char tail[MAX_TAIL + 2];       /* proc_num ... end, plus the hinted read's probe byte */
+    unsigned char slot_buf[MAX_SLOT];       /* one slot re-read alone; also the seqlock scatter scratch */
+    unsigned char chunk[CHUNK_SLOTS * MAX_SLOT]; /* the current batch of slots */
+    uint64_t s1[CHUNK_SLOTS], s2[CHUNK_SLOTS];   /* the batch's seqlock words before / after it */
+} read_bufs_t;
+
+/* What the phases of one read hand each other. */
+typedef struct {
+    int fd;
+    const layout_desc_t *L;
     uint64_t file_size;
-    uint32_t major, minor;
+    int first_chunk_loaded;                 /* chunk holds the first batch (header read) */
+    int first_s1_loaded;                    /* s1 holds the first batch's seqlock words (header read) */
+    io_count_t io;
+    read_bufs_t *b;
+} region_read_t;
 
-    clear_error(err);
-    if (!out) return fail(err, VGPU_REGION_E_ARG, 0, "no output buffer");
-    memset(out, 0, sizeof *out);
-    /* The tail first: proc_num sizes the first batch of slots.  With the layout of the previous
-     * read as a hint, the tail read also proves the size: asking for one byte past the file's
-     * last byte returns exactly tail + 1 bytes only if the file still has that layout's size.
-     * Otherwise (and without a hint) fstat decides, as on first sight. */
-    const layout_desc_t *L = NULL;
-    if (fd >= 0 && layout_hint) {
-        const layout_desc_t *H = layout_by_code(layout_hint);
-        if (H) {
-            size_t want = H->struct_size - H->off_proc_num + 1;
-            ssize_t got;
-            do got = pread(fd, tail, want + 1, (off_t)H->off_proc_num);
-            while (got < 0 && errno == EINTR);
-            io.preads++;
-            if (got == (ssize_t)want) {
-                L = H;
-                file_size = H->struct_size + 1;
-                io.bytes += (uint64_t)got;
-            }
-        }
-    }
-    if (!L) {
-        L = stat_layout(fd, &file_size, err);
-        if (!L) return -1;
-        if (pread_full(fd, tail, L->struct_size - L->off_proc_num, (off_t)L->off_proc_num, &io, err) < 0) return -1;
-    }
-    int32_t proc_num_raw = rd_i32(tail);
-    uint32_t proc_num = proc_num_raw < 0 ? 0
-                        : proc_num_raw > VGPU_REGION_MAX_PROCS ? VGPU_REGION_MAX_PROCS : (uint32_t)proc_num_raw;
+/* The tail read under the hinted layout: 1 when it proved the file still has that layout's
+ * size (asking for one byte past the file's last byte returns exactly tail + 1 bytes only
+ * then), 0 otherwise. */
+static int read_hinted_tail(region_read_t *r, int32_t layout_hint) {
+    const layout_desc_t *H = layout_by_code(layout_hint);
+    if (!H) return 0;
+    size_t want = H->struct_size - H->off_proc_num + 1;
+    ssize_t got;
+    do got = pread(r->fd, r->b->tail, want + 1, (off_t)H->off_proc_num);
+    while (got < 0 && errno == EINTR);
+    r->io.preads++;
+    if (got != (ssize_t)want) return 0;
+    r->L = H;
+    r->file_size = H->struct_size + 1;
+    r->io.bytes += (uint64_t)got;
+    return 1;
+}
+
+/* Phase 1: the layout and the tail (proc_num ... end), which sizes the first batch of slots.
+ * With the previous read's layout as a hint the tail read proves the size; otherwise (and
+ * without a hint) fstat decides, as on first sight. */
+static int read_layout_and_tail(region_read_t *r, int32_t layout_hint, vgpu_region_error_t *err) {
+    if (r->fd >= 0 && layout_hint && read_hinted_tail(r, layout_hint)) return 0;
+    r->L = stat_layout(r->fd, &r->file_size, err);
+    if (!r->L) return -1;
+    return pread_full(r->fd, r->b->tail, r->L->struct_size - r->L->off_proc_num, (off_t)r->L->off_proc_num,
+                      &r->io, err);
+}
+
+/* proc_num_raw clamped to [0, VGPU_REGION_MAX_PROCS]. */
+static uint32_t clamp_proc_num(int32_t raw) {
+    return raw < 0 ? 0 : raw > VGPU_REGION_MAX_PROCS ? VGPU_REGION_MAX_PROCS : (uint32_t)raw;
+}
+
+/* Phase 2: the header together with the first batch of up to 8 slots in one preadv: v1.x files
+ * (seqlocked from 1.2 on) get the batch's seqlock words (s1), the other layouts the batch
+ * itself.  Then the header checks: magic, version. */
+static int read_header(region_read_t *r, uint32_t proc_num, uint32_t *major, uint32_t *minor,
+                       vgpu_region_error_t *err) {
+    const layout_desc_t *L = r->L;
+    read_bufs_t *b = r->b;
     uint32_t n0 = proc_num < CHUNK_SLOTS ? proc_num : CHUNK_SLOTS;
-
-    /* The header together with the first batch in one preadv: v1.x files (seqlocked from 1.2 on)
-     * get the batch's seqlock words (s1), the other layouts the batch itself. */
-    unsigned char chunk[CHUNK_SLOTS * MAX_SLOT];
-    uint64_t s1[CHUNK_SLOTS], s2[CHUNK_SLOTS];
-    int first_chunk_loaded = 0, first_s1_loaded = 0;
-    {
-        struct iovec iov[1 + 3 * CHUNK_SLOTS];
-        int k = 0;
-        iov[k++] = (struct iovec){hdr, L->off_procs};
-        if (n0 && L->layout == VGPU_REGION_LAYOUT_V1) {
-            k += seq_iov(L, n0, s1, slot_buf, iov + k);
-            first_s1_loaded = 1;
-        } else if (n0) {
-            iov[k++] = (struct iovec){chunk, (size_t)n0 * L->slot_size};
-            first_chunk_loaded = 1;
-        }
-        if (preadv_exact(fd, iov, k, L->off_procs + (size_t)n0 * L->slot_size, 0, &io, err) < 0) return -1;
+    struct iovec iov[1 + 3 * CHUNK_SLOTS];
+    int k = 0;
+    iov[k++] = (struct iovec){b->hdr, L->off_procs};
+    if (n0 && L->layout == VGPU_REGION_LAYOUT_V1) {
+        k += seq_iov(L, n0, b->s1, b->slot_buf, iov + k);
+        r->first_s1_loaded = 1;
+    } else if (n0) {
+        iov[k++] = (struct iovec){b->chunk, (size_t)n0 * L->slot_size};
+        r->first_chunk_loaded = 1;
     }
-    if (check_header(L, hdr, &major, &minor, err) < 0) return -1;
+    if (preadv_exact(r->fd, iov, k, L->off_procs + (size_t)n0 * L->slot_size, 0, &r->io, err) < 0) return -1;
+    return check_header(L, b->hdr, major, minor, err);
+}
 
+/* Phase 3: the header and tail fields of the summary, with their anomalies. */
+static void decode_header(const region_read_t *r, uint32_t major, uint32_t minor, int32_t proc_num_raw,
+                          vgpu_region_summary_t *out) {
+    const layout_desc_t *L = r->L;
+    const unsigned char *hdr = r->b->hdr, *tail = r->b->tail;
     out->layout = L->layout;
     out->major_version = major;
     out->minor_version = minor;
-    out->file_size = file_size;
+    out->file_size = r->file_size;
     out->has_util = L->has_util;
     out->has_last_kernel = L->has_last_kernel;
     if (L->layout == VGPU_REGION_LAYOUT_V1) {
@@ -392,14 +418,19 @@ int vgpu_region_read(int fd, int32_t layout_hint, vgpu_region_summary_t *out, vg
     if (out->device_num_raw > VGPU_REGION_MAX_DEVICES) out->anomalies |= VGPU_REGION_A_DEVICE_NUM_CLAMPED;
 
     out->proc_num_raw = proc_num_raw;
-    out->proc_num = proc_num;
+    out->proc_num = clamp_proc_num(proc_num_raw);
     if (proc_num_raw < 0) out->anomalies |= VGPU_REGION_A_PROC_NUM_NEGATIVE;
     else if (proc_num_raw > VGPU_REGION_MAX_PROCS) out->anomalies |= VGPU_REGION_A_PROC_NUM_CLAMPED;
     out->utilization_switch = rd_i32(tail + (L->off_util_switch - L->off_proc_num));
     out->recent_kernel = rd_i32(tail + (L->off_recent_kernel - L->off_proc_num));
     out->priority = rd_i32(tail + (L->off_priority - L->off_proc_num));
     if (L->has_last_kernel) out->last_kernel_time = rd_u64(tail + (L->off_last_kernel - L->off_proc_num));
+}
 
+/* Phase 4: the device section: limits of all 16 devices, UUIDs of the first device_num. */
+static void decode_devices(const region_read_t *r, vgpu_region_summary_t *out) {
+    const layout_desc_t *L = r->L;
+    const unsigned char *hdr = r->b->hdr;
     for (int d = 0; d < VGPU_REGION_MAX_DEVICES; d++) {
         out->limit[d] = rd_u64(hdr + L->off_limit + (size_t)d * 8);
         out->sm_limit[d] = rd_u64(hdr + L->off_sm_limit + (size_t)d * 8);
@@ -411,52 +442,85 @@ int vgpu_region_read(int fd, int32_t layout_hint, vgpu_region_summary_t *out, vg
         dev->limit = out->limit[d];
         dev->sm_limit = out->sm_limit[d];
     }
+}
 
-    /* Live slots in batches: one pread per batch; under the seqlock, the batch's seqlock words
-     * are read before (s1) and after (s2) it, each in one preadv.  A slot whose s1 is odd or
-     * differs from s2 was being written: it is re-read alone, up to 100 times. */
+/* A live slot's counters added to its devices' sums (saturating); a free slot is skipped. */
+static void add_slot(const layout_desc_t *L, const unsigned char *slot, vgpu_region_summary_t *out) {
     vgpu_region_slot_t s;
+    /* Liveness first: most of a slot is counters. */
+    if (rd_i32(slot) == 0 || rd_i32(slot + L->slot_status) == 0) return;
+    decode_slot(L, slot, out->device_num, &s);
+    out->live_procs++;
+    for (uint32_t d = 0; d < out->device_num; d++) {
+        vgpu_region_device_t *dev = &out->devices[d];
+        const vgpu_region_slot_device_t *u = &s.devices[d];
+        dev->used_total = sat_add(dev->used_total, u->total, &out->anomalies);
+        dev->used_context = sat_add(dev->used_context, u->context_size, &out->anomalies);
+        dev->used_module = sat_add(dev->used_module, u->module_size, &out->anomalies);
+        dev->used_data = sat_add(dev->used_data, u->data_size, &out->anomalies);
+        dev->used_offset = sat_add(dev->used_offset, u->offset, &out->anomalies);
+        dev->monitor_used = sat_add(dev->monitor_used, u->monitor_used, &out->anomalies);
+        dev->sm_util = sat_add(dev->sm_util, u->sm_util, &out->anomalies);
+        if (u->total > 0) dev->procs++;
+    }
+}
+
+/* Phase 5, one batch: slots [first, first + n), n <= 8, in one pread; under the seqlock the
+ * batch's seqlock words are read before (s1) and after (s2) it, each in one preadv.  A slot
+ * whose s1 is odd or differs from s2 was being written: it is re-read alone, up to 100 times,
+ * and skipped (counted) when it never settles.  The first batch may come with the header. */
+static int read_batch(region_read_t *r, uint32_t first, uint32_t n, vgpu_region_summary_t *out,
+                      vgpu_region_error_t *err) {
+    const layout_desc_t *L = r->L;
+    read_bufs_t *b = r->b;
+    int s1_loaded = first == 0 && r->first_s1_loaded, loaded = first == 0 && r->first_chunk_loaded;
+    if (out->seqlocked && !s1_loaded && pread_seqlocks(r->fd, L, first, n, b->s1, &r->io, err) < 0) return -1;
+    if (!loaded && pread_full(r->fd, b->chunk, (size_t)n * L->slot_size,
+                              (off_t)(L->off_procs + (size_t)first * L->slot_size), &r->io, err) < 0)
+        return -1;
+    if (out->seqlocked && pread_seqlocks(r->fd, L, first, n, b->s2, &r->io, err) < 0) return -1;
+    for (uint32_t j = 0; j < n; j++) {
+        const unsigned char *slot = b->chunk + (size_t)j * L->slot_size;
+        if (out->seqlocked && ((b->s1[j] & 1) || b->s1[j] != b->s2[j])) {
+            int got = read_slot_raw(r->fd, L, 1, first + j, b->slot_buf, &r->io, err);
+            if (got < 0) return -1;
+            if (got == 0) {
+                out->skipped_slots++;
+                out->anomalies |= VGPU_REGION_A_SLOT_SKIPPED;
+                continue;
+            }
+            slot = b->slot_buf;
+        }
+        add_slot(L, slot, out);
+    }
+    return 0;
+}
+
+/* Phase 5: the live prefix procs[0, proc_num) in batches of CHUNK_SLOTS. */
+static int read_live_slots(region_read_t *r, vgpu_region_summary_t *out, vgpu_region_error_t *err) {
     for (uint32_t first = 0; first < out->proc_num; first += CHUNK_SLOTS) {
         uint32_t n = out->proc_num - first < CHUNK_SLOTS ? out->proc_num - first : CHUNK_SLOTS;
-        int loaded = first == 0 && first_chunk_loaded;
-        if (out->seqlocked && !(first == 0 && first_s1_loaded) && pread_seqlocks(fd, L, first, n, s1, &io, err) < 0)
-            return -1;
-        if (!loaded && pread_full(fd, chunk, (size_t)n * L->slot_size,
-                                  (off_t)(L->off_procs + (size_t)first * L->slot_size), &io, err) < 0)
-            return -1;
-        if (out->seqlocked && pread_seqlocks(fd, L, first, n, s2, &io, err) < 0) return -1;
-        for (uint32_t j = 0; j < n; j++) {
-            const unsigned char *slot = chunk + (size_t)j * L->slot_size;
-            if (out->seqlocked && ((s1[j] & 1) || s1[j] != s2[j])) {
-                int r = read_slot_raw(fd, L, 1, first + j, slot_buf, &io, err);
-                if (r < 0) return -1;
-                if (r == 0) {
-                    out->skipped_slots++;
-                    out->anomalies |= VGPU_REGION_A_SLOT_SKIPPED;
-                    continue;
-                }
-                slot = slot_buf;
-            }
-            /* Liveness first: most of a slot is counters. */
-            if (rd_i32(slot) == 0 || rd_i32(slot + L->slot_status) == 0) continue;
-            decode_slot(L, slot, out->device_num, &s);
-            out->live_procs++;
-            for (uint32_t d = 0; d < out->device_num; d++) {
-                vgpu_region_device_t *dev = &out->devices[d];
-                const vgpu_region_slot_device_t *u = &s.devices[d];
-                dev->used_total = sat_add(dev->used_total, u->total, &out->anomalies);
-                dev->used_context = sat_add(dev->used_context, u->context_size, &out->anomalies);
-                dev->used_module = sat_add(dev->used_module, u->module_size, &out->anomalies);
-                dev->used_data = sat_add(dev->used_data, u->data_size, &out->anomalies);
-                dev->used_offset = sat_add(dev->used_offset, u->offset, &out->anomalies);
-                dev->monitor_used = sat_add(dev->monitor_used, u->monitor_used, &out->anomalies);
-                dev->sm_util = sat_add(dev->sm_util, u->sm_util, &out->anomalies);
-                if (u->total > 0) dev->procs++;
-            }
-        }
+        if (read_batch(r, first, n, out, err) < 0) return -1;
     }
-    out->preads = io.preads;
-    out->bytes_read = io.bytes;
+    return 0;
+}
+
+int vgpu_region_read(int fd, int32_t layout_hint, vgpu_region_summary_t *out, vgpu_region_error_t *err) {
+    read_bufs_t bufs;
+    region_read_t r = {.fd = fd, .b = &bufs};
+    uint32_t major, minor;
+
+    clear_error(err);
+    if (!out) return fail(err, VGPU_REGION_E_ARG, 0, "no output buffer");
+    memset(out, 0, sizeof *out);
+    if (read_layout_and_tail(&r, layout_hint, err) < 0) return -1;
+    int32_t proc_num_raw = rd_i32(bufs.tail);
+    if (read_header(&r, clamp_proc_num(proc_num_raw), &major, &minor, err) < 0) return -1;
+    decode_header(&r, major, minor, proc_num_raw, out);
+    decode_devices(&r, out);
+    if (read_live_slots(&r, out, err) < 0) return -1;
+    out->preads = r.io.preads;
+    out->bytes_read = r.io.bytes;
     return 0;
 }
 
