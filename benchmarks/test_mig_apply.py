@@ -1,5 +1,5 @@
 """Applying a 7-instance MIG layout (group1 = 7 × 1g.10gb on an A100-SXM4-80GB): the cffi path
-(``MigManager.apply`` over ``vgpu.nvml.mig_native``) vs the same NVML calls through pynvml.
+(``MigManager.apply`` over ``vgpu.nvml.mig_calls``) vs the same NVML calls through pynvml.
 
 The baseline issues exactly the NVML calls the cffi path makes, in the same order (the CI
 profile id is asked once, as the cffi side caches it), so each ratio is the per-call and
@@ -9,7 +9,7 @@ bookkeeping overhead the project controls.  Two measurements:
   GPU — read the layout (7 × ``GetGpuInstances``, per GI its info, CI list and CI info), change
   nothing, resolve the 7 MIG UUIDs (``GetMaxMigDeviceCount`` + 4 calls per MIG device).
   Only reads: the call overhead is what is measured.  The cffi side reads the layout and the
-  MIG devices with one C call each (``vnv_mig_read_layout`` / ``vnv_mig_devices``: the same
+  MIG devices with one C call each (``vnv_mig_read_instances`` / ``vnv_mig_devices``: the same
   NVML calls in the same order, looped in C) and reuses unchanged result objects; measured
   ~1.3–1.4× pynvml (was 0.6× with one cffi call per NVML call).  The fake NVML's own cost per
   call, paid alike by both sides, caps the ratio near 2×.  Gate: ``mig.apply_steady_state``.
@@ -36,7 +36,7 @@ from vgpu.config.model import NodeConfig
 from vgpu.mig import MigManager
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.library import init_pynvml
-from vgpu.nvml.mig_native import NVML_DEVICE_MIG_ENABLE
+from vgpu.nvml.mig_calls import NVML_DEVICE_MIG_ENABLE
 from vgpu.sim import fakenvml
 
 UUID = "GPU-00000000-6888-5063-1e4d-f2a09cfbf000"

@@ -7,9 +7,20 @@ The native layer is a set of small components.  Each component `X` contributes:
 * ``native/X.c``    – the implementation.
 
 All components are compiled into one extension module so there is a single import
-(``from vgpu._native import ffi, lib``).  NVML is never linked: the sampler resolves
-its symbols at run time with dlopen/dlsym, so the module builds on machines without
-a driver.  ``native/fakenvml/`` is a separate shared library built by the Makefile.
+(``from vgpu._native import ffi, lib``).  They are cdef'd in the order of ``COMPONENTS``:
+a type is declared exactly once, in the first component that needs it (``nvml_context``
+declares ``vnv_ctx`` and the NVML handle types that ``nvml_sampler`` and ``nvml_mig`` use).
+
+* ``nvml_context`` – dlopen/dlsym of ``libnvidia-ml.so.1``, init/shutdown, the device table:
+  the one loaded NVML handle (its internals, shared by the NVML components, are in
+  ``nvml_context_private.h``, which Python never sees);
+* ``nvml_sampler`` – the bulk sample of every device into preallocated arrays;
+* ``nvml_mig``     – the MIG calls;
+* ``region``       – the HAMi-core shared-region reader.
+
+NVML is never linked: the context resolves its symbols at run time with dlopen/dlsym, so
+the module builds on machines without a driver.  ``native/nvml_abi.h`` is the NVML ABI
+subset shared with ``native/fakenvml/``, a separate shared library built by the Makefile.
 """
 from __future__ import annotations
 
@@ -20,8 +31,17 @@ from cffi import FFI
 HERE = pathlib.Path(__file__).resolve().parent
 
 
+# cdef order: a component may use the types of the ones before it.
+COMPONENTS = ("nvml_context", "nvml_sampler", "nvml_mig", "region")
+
+
 def _components() -> list[str]:
-    return sorted(p.stem for p in HERE.glob("*.cdef"))
+    """``COMPONENTS``, after checking that it names exactly the ``native/*.cdef`` files."""
+    found = {p.stem for p in HERE.glob("*.cdef")}
+    if found != set(COMPONENTS):
+        raise SystemExit(f"native/build_native.py: COMPONENTS {sorted(COMPONENTS)} != native/*.cdef "
+                         f"{sorted(found)}; list every component once, in cdef order")
+    return list(COMPONENTS)
 
 
 def _build() -> FFI:

@@ -4,10 +4,10 @@
  * Written from the public NVML API documentation and nvidia-ml-py's ctypes
  * definitions (layouts, constants, symbol names); no NVIDIA header is copied.
  * Two users include it:
- *   - native/nvml_sampler.c resolves these symbols at run time (dlopen/dlsym),
- *     so nothing here is linked at build time;
+ *   - native/nvml_context.c resolves these symbols at run time (dlopen/dlsym; the
+ *     table is in nvml_context_private.h), so nothing here is linked at build time;
  *   - native/fakenvml/ implements them, which makes the compiler check that the
- *     fake library and the sampler agree on every prototype.
+ *     fake library and the native NVML layer agree on every prototype.
  * The layouts must stay identical to the real libnvidia-ml.so.1: the static
  * asserts at the end pin the sizes that carry a version word.
  * Stability rule: later changes only ADD declarations.

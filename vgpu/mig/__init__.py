@@ -1,13 +1,13 @@
 """Dynamic MIG: geometry reconciliation through NVML (cffi), position → instance → MIG UUID.
 
 Design decision 9 and mig.md: the scheduler picks a group and a position per request
-(``GPU-…[group-pos]``); the plugin reshapes that GPU to the group's layout with explicit
+(``GPU-…[group-pos]``); the plugin reshapes that GPU to the group's geometry with explicit
 placements, never destroys an instance that has processes, and hands the container the MIG
 device of that position.  Modules:
 
 - ``profiles``  GI profile catalog of a GPU, by name (V call; static-table fallback)
 - ``plan``      the deterministic placement plan of a group (pure)
-- ``layout``    what is on the GPU now (read-only NVML)
+- ``existing``  what is on the GPU now (read-only NVML)
 - ``reconcile`` destroy / create / roll back / resolve for one GPU
 - ``manager``   per-GPU state and locks: ``MigManager.apply/resolve/lookup``
 - ``startup``   mode ``mig`` startup: enable MIG mode, exclusions, memory warnings

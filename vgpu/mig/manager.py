@@ -5,7 +5,7 @@ metrics) use.  Per GPU it caches what never changes while MIG mode is on — the
 catalog, the compute-instance profile ids — and the placement plan of every group of the
 GPU's ``knownMigGeometries`` entry (recomputed when a reload changes the entry).  Every apply,
 destroy and resolve on a GPU holds that GPU's lock (mig.md §5); different GPUs proceed in
-parallel.  All NVML calls go through the cffi layer (:class:`vgpu.nvml.mig_native.MigNvml`).
+parallel.  All NVML calls go through the cffi layer (:class:`vgpu.nvml.mig_calls.MigNvml`).
 """
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 from vgpu.config.model import EffectiveConfig, MigGeometryEntry
 from vgpu.mig.errors import MigConfigError, MigError, MigGpuUnavailable, MigPositionError, MigResolveError
-from vgpu.mig.layout import CiProfileCache
+from vgpu.mig.existing import CiProfileCache
 from vgpu.mig.plan import GroupPlan, PlannedInstance, plan_group
 from vgpu.mig.profiles import ProfileCatalog, resolve_catalog
 from vgpu.mig.reconcile import ApplyResult, Busy, MigInstanceInfo, Observer, ResultMemo, reconcile, resolve
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.errors import NvmlError
-from vgpu.nvml.mig_native import DeviceHandle, MigNvml
+from vgpu.nvml.mig_calls import DeviceHandle, MigNvml
 from vgpu.nvml.sampler import Sampler
 
 log = logging.getLogger(__name__)

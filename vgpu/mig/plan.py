@@ -19,7 +19,7 @@ from functools import cached_property
 from vgpu.config.model import MigGroup
 from vgpu.mig.errors import MigConfigError
 from vgpu.mig.profiles import ProfileCatalog, ProfileInfo
-from vgpu.nvml.mig_native import Placement
+from vgpu.nvml.mig_calls import Placement
 
 
 @dataclass(frozen=True)

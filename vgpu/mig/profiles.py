@@ -21,7 +21,7 @@ from vgpu.nvml.errors import (
     NVML_ERROR_NOT_SUPPORTED,
     NvmlError,
 )
-from vgpu.nvml.mig_native import (
+from vgpu.nvml.mig_calls import (
     CI_PROFILE_FOR_SLICES,
     NVML_GPU_INSTANCE_PROFILE_COUNT,
     DeviceHandle,

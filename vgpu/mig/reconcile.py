@@ -1,6 +1,6 @@
-"""Bring one GPU to a group's layout through NVML, touching as little as possible (mig.md §5.2).
+"""Bring one GPU to a group's geometry through NVML, touching as little as possible (mig.md §5.2).
 
-1. Read the current layout; the desired set is the plan's (profileId, start) per position.
+1. Read the existing instances; the desired set is the plan's (profileId, start) per position.
 2. Every GPU instance outside the desired set must go.  Before destroying anything, the
    GPU's running processes are checked: one on a doomed instance (or on the whole GPU) fails
    the apply with ``MIG instance GI <id> on <uuid> is in use; not reshaping`` and **nothing is
@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.mig.errors import MigApplyError, MigInUseError, MigResolveError
-from vgpu.mig.layout import CiProfileCache, ExistingGi, mig_device_uuids, read_gpu_instance, read_layout
+from vgpu.mig.existing import CiProfileCache, ExistingGi, mig_device_uuids, read_existing, read_gpu_instance
 from vgpu.mig.plan import GroupPlan
 from vgpu.mig.profiles import ProfileCatalog
 from vgpu.nvml.errors import NVML_ERROR_IN_USE, NvmlError
-from vgpu.nvml.mig_native import ComputeInstance, DeviceHandle, GpuInstance, MigNvml, Placement
+from vgpu.nvml.mig_calls import ComputeInstance, DeviceHandle, GpuInstance, MigNvml, Placement
 
 log = logging.getLogger(__name__)
 
@@ -184,13 +184,13 @@ def reconcile(nvml: MigNvml, handle: DeviceHandle, uuid: str, plan: GroupPlan, c
     ``MigResolveError``.
     """
     try:
-        layout = read_layout(nvml, handle, catalog, ci_profiles)
+        existing = read_existing(nvml, handle, catalog, ci_profiles)
     except NvmlError as exc:
         raise MigApplyError(uuid, exc) from None
     desired = plan.keys
     doomed = []
     kept = {}
-    for gi in layout:
+    for gi in existing:
         key = gi.key
         if key in desired:
             kept[key] = gi
@@ -269,11 +269,11 @@ def resolve(nvml: MigNvml, handle: DeviceHandle, uuid: str, plan: GroupPlan, cat
 
     A position whose GPU instance or full compute instance is missing is absent from the result.
     """
-    layout = {gi.key: gi for gi in read_layout(nvml, handle, catalog, ci_profiles)}
+    existing = {gi.key: gi for gi in read_existing(nvml, handle, catalog, ci_profiles)}
     uuids = mig_device_uuids(nvml, handle)
     out = {}
     for inst in plan.instances:
-        gi = layout.get(inst.key)
+        gi = existing.get(inst.key)
         ci = gi.full_ci if gi is not None else None
         if gi is None or ci is None:
             continue

@@ -35,7 +35,7 @@ from vgpu.nvml.errors import (
     NvmlError,
     code_name,
 )
-from vgpu.nvml.mig_native import NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_ENABLE
+from vgpu.nvml.mig_calls import NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_ENABLE
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from vgpu._native import ffi, lib
 from vgpu.nvml.errors import NVML_SUCCESS
-from vgpu.nvml.native import NativeNvml
+from vgpu.nvml.context import NvmlContext
 
 DEFAULT_MAX_PROCESSES = 64
 
@@ -70,12 +70,12 @@ class NodeSample:
     devices: tuple[DeviceSample, ...]
 
 
-# Raw layouts of vnv_device_sample / vnv_process_sample (native/nvml_sampler.h): unpacking
+# Raw bytes of vnv_device_sample / vnv_process_sample (native/nvml_sampler.h): unpacking
 # a whole struct with one C-level struct call is much cheaper than one cdata read per field.
 _DEVICE = struct.Struct("=5i7I4Q")
 _PROCESS = struct.Struct("=3I2iI2Q")
 if _DEVICE.size != ffi.sizeof("vnv_device_sample") or _PROCESS.size != ffi.sizeof("vnv_process_sample"):
-    raise ImportError("vgpu._native is out of date with vgpu/nvml/sampler.py (struct layout mismatch); "
+    raise ImportError("vgpu._native is out of date with vgpu/nvml/sampler.py (struct size mismatch); "
                       "rebuild the extension")
 _ID_NONE = lib.VNV_ID_NONE
 _NO_SAMPLE = lib.VNV_NO_SAMPLE
@@ -124,11 +124,11 @@ class Sampler:
     """
 
     def __init__(self, library: str | None = None, *, max_processes: int = DEFAULT_MAX_PROCESSES,
-                 native: NativeNvml | None = None) -> None:
+                 native: NvmlContext | None = None) -> None:
         if not 0 <= max_processes <= lib.VNV_MAX_PROCESS_SCRATCH:
             raise ValueError(f"max_processes must be 0..{lib.VNV_MAX_PROCESS_SCRATCH}, got {max_processes}")
         self._owns_native = native is None
-        self.native = native if native is not None else NativeNvml(library)
+        self.native = native if native is not None else NvmlContext(library)
         self.processes_per_device = max_processes
         self._lock = threading.Lock()
         self._allocate(self.native.device_count())

@@ -101,7 +101,7 @@ def test_static_table_fallback_gives_the_same_catalog(mig_node):
 import dataclasses
 from vgpu.mig.profiles import resolve_catalog
 from vgpu.mig.plan import plan_group, describe
-from vgpu.nvml.mig_native import MigNvml
+from vgpu.nvml.mig_calls import MigNvml
 
 class NoNames(MigNvml):
     # what the native layer returns when only the v1 profile-info call exists: no name

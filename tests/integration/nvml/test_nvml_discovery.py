@@ -65,7 +65,7 @@ def test_mig_mode_set_by_another_process_is_discovered(tmp_path, nvml_child):
     fake = fakenvml.FakeNvml.create(tmp_path, [fakenvml.device(0)])
     child = nvml_child(fake, SETUP)
     assert child.eval("discover_gpus()[0].mig_mode") is False
-    other = nvml_child(fake, "from vgpu.nvml.mig_native import MigNvml\nm = MigNvml()")
+    other = nvml_child(fake, "from vgpu.nvml.mig_calls import MigNvml\nm = MigNvml()")
     assert other.eval("m.set_mig_mode(m.device(0), 1)") == 0
     assert child.eval("discover_gpus()[0].mig_mode") is True
 

@@ -162,7 +162,7 @@ def test_idle_gpu_has_no_utilisation_samples(tmp_path, nvml_child):
 def test_process_on_a_mig_instance_carries_its_ids(tmp_path, nvml_child):
     fake = fakenvml.FakeNvml.create(tmp_path, [fakenvml.device(0)])
     child = nvml_child(fake, SETUP.format(max_processes=4) + """
-from vgpu.nvml.mig_native import MigNvml, Placement
+from vgpu.nvml.mig_calls import MigNvml, Placement
 m = MigNvml()
 d = m.device(0)
 m.set_mig_mode(d, 1)

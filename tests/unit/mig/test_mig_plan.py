@@ -9,7 +9,7 @@ from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 from vgpu.config.model import MigGroup, MigTemplate
 from vgpu.mig import MigConfigError, ProfileCatalog, ProfileInfo, describe, place, plan_group
 from vgpu.mig.profiles import STATIC_TABLES, display_name, normalize_name, static_model
-from vgpu.nvml.mig_native import Placement
+from vgpu.nvml.mig_calls import Placement
 
 
 def catalog(model: str) -> ProfileCatalog:

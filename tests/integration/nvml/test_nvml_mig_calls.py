@@ -1,4 +1,4 @@
-"""MIG wrappers (vgpu.nvml.mig_native) against the fake NVML, in child processes."""
+"""MIG wrappers (vgpu.nvml.mig_calls) against the fake NVML, in child processes."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ from vgpu.nvml import errors
 from vgpu.sim import fakenvml
 
 SETUP = """
-from vgpu.nvml.mig_native import MigNvml, Placement
+from vgpu.nvml.mig_calls import MigNvml, Placement
 m = MigNvml()
 d = m.device(0)
 """

@@ -1,9 +1,10 @@
-"""Owner of one native NVML context (``vnv_ctx`` in native/nvml_sampler.c).
+"""Owner of one native NVML context (``vnv_ctx`` of native/nvml_context.c).
 
 The C layer dlopen()s the library chosen by ``--nvml-library`` / ``VGPU_NVML_LIBRARY``
 (the same choice nvidia-ml-py gets, see ``vgpu.nvml.library``), resolves its symbols at
-run time and initialises NVML.  ``vgpu.nvml.sampler`` and ``vgpu.nvml.mig_native`` build
-on this class; each instance is one ``nvmlInit`` ... ``nvmlShutdown`` pair.
+run time and initialises NVML.  ``vgpu.nvml.sampler`` (the per-tick sample) and
+``vgpu.nvml.mig_calls`` (the MIG calls) build on this class; each instance is one
+``nvmlInit`` ... ``nvmlShutdown`` pair.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 _ERR_LEN = 1024
 
 
-class NativeNvml:
+class NvmlContext:
     """NVML loaded by path and initialised, with its device handles enumerated.
 
     ``lock`` serialises every use of the context: the C state (device table, sampler
@@ -76,7 +77,7 @@ class NativeNvml:
             if ctx is not None:
                 lib.vnv_close(ctx)
 
-    def __enter__(self) -> "NativeNvml":
+    def __enter__(self) -> "NvmlContext":
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,10 +1,11 @@
-"""What is on a MIG-enabled GPU right now: GPU instances, their compute instances, MIG devices.
+"""What exists on a MIG-enabled GPU right now: GPU instances, their compute instances, MIG devices.
 
 Read-only NVML queries (mig.md §5.2 step 3 and §6).  Nothing here creates or destroys; the
-reconciliation in :mod:`vgpu.mig.reconcile` compares this against a plan.
+reconciliation in :mod:`vgpu.mig.reconcile` compares this against a plan (the configured
+geometry placed on the GPU, :mod:`vgpu.mig.plan`).
 
-The layout and the MIG devices are read with the bulk calls of ``MigNvml`` (the loop over
-profiles, GIs and CIs runs in C; same NVML calls, same order).  The C query names, per GI
+The existing instances and the MIG devices are read with the bulk calls of ``MigNvml`` (the
+loop over profiles, GIs and CIs runs in C; same NVML calls, same order).  The C query names, per GI
 profile, its CI profile ids from :class:`CiProfileCache`; a GI profile whose CI profiles are
 not known yet (no GI of it was seen) has its GIs' CIs read call by call, which also fills the
 cache, after which the next read is a single bulk call.
@@ -16,15 +17,15 @@ from typing import Any
 
 from vgpu.mig.profiles import SKIPPED_PROFILE_CODES, ProfileCatalog, ProfileInfo
 from vgpu.nvml.errors import NvmlError
-from vgpu.nvml.mig_native import (
+from vgpu.nvml.mig_calls import (
     NVML_COMPUTE_INSTANCE_PROFILE_COUNT,
     ComputeInstance,
     DeviceHandle,
     GpuInstance,
-    LayoutQuery,
+    InstanceQuery,
     MigNvml,
     Placement,
-    layout_query,
+    instance_query,
 )
 
 
@@ -76,14 +77,14 @@ class CiProfileCache:
 
     def __init__(self) -> None:
         self._by_gi_profile: dict[int, tuple[CiProfile, ...]] = {}
-        self._query: tuple[Any, int, LayoutQuery] | None = None   # (catalog, profiles known, query)
+        self._query: tuple[Any, int, InstanceQuery] | None = None   # (catalog, profiles known, query)
 
     def known(self, profile: ProfileInfo) -> tuple[CiProfile, ...] | None:
         """The cached CI profiles of a GI profile, or None when none of its GIs was seen yet."""
         return self._by_gi_profile.get(profile.profile_id)
 
-    def query(self, catalog: ProfileCatalog) -> LayoutQuery:
-        """The bulk layout query for ``catalog``, rebuilt only when it or the cache changed."""
+    def query(self, catalog: ProfileCatalog) -> InstanceQuery:
+        """The bulk instance query for ``catalog``, rebuilt only when it or the cache changed."""
         cached = self._query
         if cached is not None and cached[0] is catalog and cached[1] == len(self._by_gi_profile):
             return cached[2]
@@ -91,7 +92,7 @@ class CiProfileCache:
         for profile in catalog.profiles:
             cps = self._by_gi_profile.get(profile.profile_id)
             entries.append((profile.profile_id, None if cps is None else [cp.profile_id for cp in cps]))
-        query = layout_query(entries)
+        query = instance_query(entries)
         self._query = (catalog, len(self._by_gi_profile), query)
         return query
 
@@ -136,12 +137,12 @@ def read_gpu_instance(nvml: MigNvml, gi: GpuInstance, profile: ProfileInfo, ci_p
     return out
 
 
-def read_layout(nvml: MigNvml, handle: DeviceHandle, catalog: ProfileCatalog,
-                ci_profiles: CiProfileCache) -> list[ExistingGi]:
+def read_existing(nvml: MigNvml, handle: DeviceHandle, catalog: ProfileCatalog,
+                  ci_profiles: CiProfileCache) -> list[ExistingGi]:
     """Every GPU instance of every supported profile with its compute instances, by GI id."""
     out = []
     profiles = catalog.profiles
-    for row in nvml.read_layout(handle, ci_profiles.query(catalog)):
+    for row in nvml.read_instances(handle, ci_profiles.query(catalog)):
         profile = profiles[row.query]
         gi = ExistingGi(row.handle, row.id, row.profile_id, row.placement, profile)
         cps = ci_profiles.known(profile) if row.cis is not None else None

@@ -1,4 +1,4 @@
-"""Thin typed wrappers over the NVML MIG calls of the native layer (mig.md §5–§6).
+"""Thin typed wrappers over the NVML MIG calls of the native layer (native/nvml_mig.c; mig.md §5–§6).
 
 One method per NVML call; no policy.  Every failure raises ``NvmlError`` whose ``code`` is
 the NVML return code (e.g. ``NVML_ERROR_IN_USE`` when destroying an instance that has
@@ -10,8 +10,8 @@ Handles (``DeviceHandle``, ``GpuInstance``, ``ComputeInstance``) are only valid 
 Pass-through calls do not take the context lock, so calls on different GPUs can run in
 parallel (the per-GPU serialisation of mig.md §5 belongs to the caller).
 
-Two bulk reads, :meth:`MigNvml.read_layout` and :meth:`MigNvml.mig_devices`, make the same NVML
-calls in the same order as the per-call wrappers but loop in C (``vnv_mig_read_layout`` /
+Two bulk reads, :meth:`MigNvml.read_instances` and :meth:`MigNvml.mig_devices`, make the same NVML
+calls in the same order as the per-call wrappers but loop in C (``vnv_mig_read_instances`` /
 ``vnv_mig_devices``) into per-thread scratch buffers: the steady-state apply/resolve is ~60
 NVML calls, and one Python→C crossing per call (plus a result object each) cost more than the
 calls themselves.  Per-thread, because one ``MigNvml`` serves every GPU and the caller only
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from vgpu._native import ffi, lib
+from vgpu.nvml.context import NvmlContext
 from vgpu.nvml.errors import NvmlError
-from vgpu.nvml.native import NativeNvml
 
 NVML_DEVICE_MIG_DISABLE = 0
 NVML_DEVICE_MIG_ENABLE = 1
@@ -37,31 +37,31 @@ NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
 # GI slice count -> compute-instance profile constant of the full-GI CI (mig.md §3).
 CI_PROFILE_FOR_SLICES = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
 
-_UUID_LEN = 96
+_UUID_LEN = lib.VNV_UUID_LEN
 _BULK_CAP = 64          # GIs / CIs / MIG devices one bulk read returns (a GPU has at most 8 of each)
 _INTERN_MAX = 4096      # interned handles/placements kept before the tables are cleared
 
 
-def _row_geometry(struct: str, first_word: str, pointer: str | None) -> tuple[int, int, int]:
+def _row_words(struct: str, first_word: str, pointer: str | None) -> tuple[int, int, int]:
     """(uint32 words per row, word index of ``first_word``, pointer words per row) of a row type."""
     size = ffi.sizeof(struct)
     ptr = ffi.sizeof("uintptr_t")
     if size % 4 or (pointer is not None and (size % ptr or ffi.offsetof(struct, pointer) != 0)):
-        raise ImportError(f"unexpected layout of {struct}")
+        raise ImportError(f"unexpected size or alignment of {struct}")
     return size // 4, ffi.offsetof(struct, first_word) // 4, size // ptr
 
 
-_GI_WORDS, _GI_HEAD, _GI_PTRS = _row_geometry("vnv_layout_gi", "query", "handle")
-_CI_WORDS, _CI_HEAD, _CI_PTRS = _row_geometry("vnv_layout_ci", "id", "handle")
-if [ffi.offsetof("vnv_layout_gi", f) // 4 - _GI_HEAD for f in
+_GI_WORDS, _GI_HEAD, _GI_PTRS = _row_words("vnv_gi_row", "query", "handle")
+_CI_WORDS, _CI_HEAD, _CI_PTRS = _row_words("vnv_ci_row", "id", "handle")
+if [ffi.offsetof("vnv_gi_row", f) // 4 - _GI_HEAD for f in
         ("query", "id", "profile_id", "placement_start", "placement_size", "ci_first", "ci_count", "cis_read")] \
-        != list(range(8)) or ffi.offsetof("vnv_layout_ci", "ci_profile") // 4 != _CI_HEAD + 1:
-    raise ImportError("unexpected field order in vnv_layout_gi / vnv_layout_ci")
+        != list(range(8)) or ffi.offsetof("vnv_ci_row", "ci_profile") // 4 != _CI_HEAD + 1:
+    raise ImportError("unexpected field order in vnv_gi_row / vnv_ci_row")
 _MIG_ROW = ffi.sizeof("vnv_mig_device_row")
 _MIG_WORDS = _MIG_ROW // 4
 _MIG_UUID_AT = ffi.offsetof("vnv_mig_device_row", "uuid")
 if _MIG_ROW % 4 or _MIG_UUID_AT != 12 or ffi.offsetof("vnv_mig_device_row", "compute_instance_id") != 8:
-    raise ImportError("unexpected layout of vnv_mig_device_row")
+    raise ImportError("unexpected field offsets in vnv_mig_device_row")
 
 
 @dataclass(frozen=True)
@@ -140,17 +140,17 @@ class ComputeInstanceInfo:
     gpu_instance: GpuInstance
 
 
-class LayoutQuery(NamedTuple):
-    """The GI profiles a layout read lists, with the CI profile ids to list in each of their GIs
+class InstanceQuery(NamedTuple):
+    """The GI profiles an instance read lists, with the CI profile ids to list in each of their GIs
     (``None``: unknown yet, the GIs are listed without their CIs).  Built once, reused."""
 
     cdata: Any
     count: int
 
 
-def layout_query(entries: Sequence[tuple[int, Sequence[int] | None]]) -> LayoutQuery:
+def instance_query(entries: Sequence[tuple[int, Sequence[int] | None]]) -> InstanceQuery:
     """``[(gi_profile_id, ci_profile_ids or None), ...]`` as the C array the bulk read takes."""
-    q = ffi.new("vnv_layout_query[]", max(1, len(entries)))
+    q = ffi.new("vnv_instance_query[]", max(1, len(entries)))
     for k, (gi_pid, ci_pids) in enumerate(entries):
         q[k].gi_profile_id = gi_pid
         if ci_pids is None or len(ci_pids) > lib.VNV_MAX_CI_PROFILES:
@@ -159,14 +159,14 @@ def layout_query(entries: Sequence[tuple[int, Sequence[int] | None]]) -> LayoutQ
             q[k].n_ci_profiles = len(ci_pids)
             for j, pid in enumerate(ci_pids):
                 q[k].ci_profile_ids[j] = pid
-    return LayoutQuery(q, len(entries))
+    return InstanceQuery(q, len(entries))
 
 
-class LayoutGi(NamedTuple):
-    """One GPU instance of a bulk layout read (internal row type of ``vgpu.mig.layout``)."""
+class GiRow(NamedTuple):
+    """One GPU instance of a bulk instance read (internal row type of ``vgpu.mig.existing``)."""
 
     handle: GpuInstance
-    query: int                  # index of the LayoutQuery entry it was listed under
+    query: int                  # index of the InstanceQuery entry it was listed under
     id: int
     profile_id: int
     placement: Placement
@@ -188,11 +188,11 @@ class _Scratch(threading.local):
     """Output buffers of the bulk reads, one set per thread (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.gis = ffi.new("vnv_layout_gi[]", _BULK_CAP)
-        self.cis = ffi.new("vnv_layout_ci[]", _BULK_CAP)
+        self.gis = ffi.new("vnv_gi_row[]", _BULK_CAP)
+        self.cis = ffi.new("vnv_ci_row[]", _BULK_CAP)
         self.migs = ffi.new("vnv_mig_device_row[]", _BULK_CAP)
         self.status = ffi.new("vnv_mig_status *")
-        # Integer views of the same memory, for ffi.unpack (see MigNvml.read_layout).
+        # Integer views of the same memory, for ffi.unpack (see MigNvml.read_instances).
         self.gi_words = ffi.cast("uint32_t *", self.gis)
         self.gi_ptrs = ffi.cast("uintptr_t *", self.gis)
         self.ci_words = ffi.cast("uint32_t *", self.cis)
@@ -229,9 +229,9 @@ class MigNvml:
     Pass ``native`` to share an open context; otherwise this object opens (and closes) its own.
     """
 
-    def __init__(self, library: str | None = None, *, native: NativeNvml | None = None) -> None:
+    def __init__(self, library: str | None = None, *, native: NvmlContext | None = None) -> None:
         self._owns_native = native is None
-        self.native = native if native is not None else NativeNvml(library)
+        self.native = native if native is not None else NvmlContext(library)
         self._scratch = _Scratch()
         # Interned value objects of the bulk reads, by handle address; dict get/set are
         # atomic, so threads may share them.
@@ -409,14 +409,14 @@ class MigNvml:
             p = self._placements[(start, size)] = Placement(start, size)
         return p
 
-    def read_layout(self, device: DeviceHandle, query: LayoutQuery) -> list[LayoutGi]:
+    def read_instances(self, device: DeviceHandle, query: InstanceQuery) -> list[GiRow]:
         """Every GI of the queried profiles with its info and (where the query names CI
         profiles) its CIs' handles and ids: one C call for what ``gpu_instances`` +
         ``gpu_instance_info`` + ``compute_instances`` + ``compute_instance_info`` do."""
         s = self._scratch
         gis, cis, st = s.gis, s.cis, s.status
-        rc = lib.vnv_mig_read_layout(self.native.ctx, device.ptr, query.cdata, query.count,
-                                     gis, _BULK_CAP, cis, _BULK_CAP, st)
+        rc = lib.vnv_mig_read_instances(self.native.ctx, device.ptr, query.cdata, query.count,
+                                        gis, _BULK_CAP, cis, _BULK_CAP, st)
         if rc != 0:
             raise self.native.error(rc, _bulk_function(st.call, st.arg))
         n_gi, n_ci = st.n_gi, st.n_ci
@@ -452,7 +452,7 @@ class MigNvml:
                     w = j * _CI_WORDS + _CI_HEAD
                     ci_rows.append((c, cv[w], cv[w + 1]))
             pl = placements.get((start, size)) or self._placement(start, size)
-            out.append(_new_tuple(LayoutGi, (h, query_index, gi_id, profile_id, pl, ci_rows)))
+            out.append(_new_tuple(GiRow, (h, query_index, gi_id, profile_id, pl, ci_rows)))
         return out
 
     def mig_devices(self, device: DeviceHandle) -> list[MigDeviceRow]:
@@ -516,9 +516,9 @@ class MigNvml:
 
 __all__ = [
     "CI_PROFILE_FOR_SLICES", "ComputeInstance", "ComputeInstanceInfo", "ComputeInstanceProfile",
-    "DeviceHandle", "GpuInstance", "GpuInstanceInfo", "GpuInstanceProfile", "LayoutGi", "LayoutQuery",
+    "DeviceHandle", "GiRow", "GpuInstance", "GpuInstanceInfo", "GpuInstanceProfile", "InstanceQuery",
     "MigDeviceRow", "MigNvml",
     "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", "NVML_COMPUTE_INSTANCE_PROFILE_COUNT",
     "NVML_DEVICE_MIG_DISABLE", "NVML_DEVICE_MIG_ENABLE",
-    "NVML_GPU_INSTANCE_PROFILE_COUNT", "NvmlError", "Placement", "layout_query",
+    "NVML_GPU_INSTANCE_PROFILE_COUNT", "NvmlError", "Placement", "instance_query",
 ]

@@ -5,15 +5,15 @@ import pytest
 
 from vgpu.nvml import errors
 from vgpu.nvml.errors import NvmlError, NvmlLibraryError
-from vgpu.nvml.mig_native import MigNvml
-from vgpu.nvml.native import NativeNvml
+from vgpu.nvml.mig_calls import MigNvml
+from vgpu.nvml.context import NvmlContext
 from vgpu.nvml.sampler import Sampler
 
 
 def test_bad_library_path_names_the_path_and_the_loader_error(tmp_path):
     missing = tmp_path / "nope" / "libnvidia-ml.so.1"
     with pytest.raises(NvmlLibraryError) as info:
-        NativeNvml(str(missing))
+        NvmlContext(str(missing))
     err = info.value
     assert err.code == errors.NVML_ERROR_LIBRARY_NOT_FOUND
     assert err.library == str(missing)
@@ -25,7 +25,7 @@ def test_bad_library_path_names_the_path_and_the_loader_error(tmp_path):
 def test_missing_required_symbol_is_a_clear_error(partial_nvml):
     lib = partial_nvml("OMIT_UTILIZATION")
     with pytest.raises(NvmlLibraryError) as info:
-        NativeNvml(str(lib))
+        NvmlContext(str(lib))
     assert info.value.code == errors.NVML_ERROR_FUNCTION_NOT_FOUND
     assert "lacks required symbol nvmlDeviceGetUtilizationRates" in str(info.value)
     assert str(lib) in str(info.value)
@@ -33,20 +33,20 @@ def test_missing_required_symbol_is_a_clear_error(partial_nvml):
 
 def test_library_that_is_not_nvml_at_all(tmp_path):
     with pytest.raises(NvmlLibraryError) as info:
-        NativeNvml("libc.so.6")
+        NvmlContext("libc.so.6")
     assert "lacks required symbol nvmlInit_v2 (and its fallback nvmlInit)" in str(info.value)
 
 
 def test_init_failure_carries_the_nvml_code_and_message(partial_nvml):
     with pytest.raises(NvmlError) as info:
-        NativeNvml(str(partial_nvml("INIT_FAILS")))
+        NvmlContext(str(partial_nvml("INIT_FAILS")))
     assert not isinstance(info.value, NvmlLibraryError)
     assert info.value.code == errors.NVML_ERROR_DRIVER_NOT_LOADED
     assert "Driver Not Loaded" in str(info.value)
 
 
 def test_missing_optional_symbols_are_reported_not_fatal(partial_nvml):
-    with NativeNvml(str(partial_nvml())) as native:
+    with NvmlContext(str(partial_nvml())) as native:
         assert native.device_count() == 2
         assert "nvmlDeviceGetComputeRunningProcesses_v3" in native.missing_symbols
         assert "nvmlDeviceGetProcessUtilization" in native.missing_symbols
