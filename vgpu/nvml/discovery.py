@@ -15,16 +15,8 @@ from typing import Any, TypeVar
 import pynvml
 
 from vgpu.nvml.device import GpuInfo
-from vgpu.nvml.errors import (
-    INIT_HINT,
-    NVML_ERROR_FUNCTION_NOT_FOUND,
-    NVML_ERROR_LIBRARY_NOT_FOUND,
-    NVML_ERROR_NOT_SUPPORTED,
-    NVML_ERROR_UNKNOWN,
-    NvmlError,
-    NvmlLibraryError,
-)
-from vgpu.nvml.library import init_pynvml, pynvml_text, resolve_library
+from vgpu.nvml.errors import NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NvmlError
+from vgpu.nvml.library import init_nvml, pynvml_text
 
 log = logging.getLogger(__name__)
 
@@ -41,20 +33,6 @@ def _call(library: str, what: str, fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
     except pynvml.NVMLError as exc:
         raise NvmlError(exc.value, str(exc), function=what, library=library) from exc
-
-
-def _init(library: str | None) -> str:
-    path = resolve_library(library)
-    try:
-        return init_pynvml(library)
-    except pynvml.NVMLError as exc:
-        cause = exc.__cause__
-        if exc.value == NVML_ERROR_LIBRARY_NOT_FOUND and cause is not None:
-            raise NvmlLibraryError(exc.value, f"cannot load NVML library: {cause}; {INIT_HINT}",
-                                   function="dlopen", library=path) from exc
-        raise NvmlError(exc.value, f"{exc}; {INIT_HINT}", function="nvmlInit", library=path) from exc
-    except RuntimeError as exc:  # another library is already loaded into this process
-        raise NvmlLibraryError(NVML_ERROR_UNKNOWN, str(exc), function="nvmlInit", library=path) from exc
 
 
 def pci_sysfs_numa_node(pci_bus_id: str, sysfs_root: str | pathlib.Path = "/sys") -> int | None:
@@ -133,7 +111,7 @@ def discover_gpus(library: str | None = None, *, sysfs_root: str | pathlib.Path 
     tell it.  Raises ``NvmlLibraryError`` when the library cannot be loaded and
     ``NvmlError`` (naming the call, device and library) when an NVML call fails.
     """
-    path = _init(library)
+    path = init_nvml(library)
     try:
         count = _call(path, "nvmlDeviceGetCount", pynvml.nvmlDeviceGetCount)
         return [_describe(path, index, sysfs_root) for index in range(count)]

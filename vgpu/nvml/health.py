@@ -265,7 +265,7 @@ class HealthMonitor:
 
     ``start()`` registers events synchronously (raising ``HealthInitError`` when the event
     set cannot be created) and then runs the wait loop in a daemon thread.  NVML must be
-    initialised by the caller (``vgpu.nvml.library.init_pynvml``) for the monitor's life.
+    initialised by the caller (``vgpu.nvml.library.init_nvml``) for the monitor's life.
     """
 
     gpus: Sequence[GpuInfo]

@@ -4,6 +4,9 @@ The choice is made once per process (flag > ``VGPU_NVML_LIBRARY`` > the loader's
 path) and shared by both NVML users: nvidia-ml-py (discovery, health events) and the cffi
 native layer (sampling, MIG).  Both must see the same library, or the fake NVML used in
 tests and the demo would only be half in effect.
+
+Code outside ``vgpu.nvml`` calls :func:`init_nvml`, whose failures are ``NvmlError``: the
+nvidia-ml-py types stay inside this package.
 """
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ import threading
 from typing import Any
 
 import pynvml
+
+from vgpu.nvml.errors import INIT_HINT, NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_UNKNOWN, NvmlError, NvmlLibraryError
 
 ENV_VAR = "VGPU_NVML_LIBRARY"
 SYSTEM_LIBRARY = "libnvidia-ml.so.1"
@@ -48,6 +53,26 @@ def init_pynvml(library: str | None = None) -> str:
             raise RuntimeError(f"NVML library {_loaded_path} is already loaded; cannot switch to {path}")
     pynvml.nvmlInit()
     return path
+
+
+def init_nvml(library: str | None = None) -> str:
+    """:func:`init_pynvml` with its failures as ``NvmlError`` naming the library.
+
+    ``NvmlLibraryError`` when the library cannot be loaded (or another one already is),
+    ``NvmlError`` when ``nvmlInit`` fails; both messages carry the runtime hint.  Each
+    successful call is one ``nvmlInit`` (paired with ``nvmlShutdown`` by whoever needs it).
+    """
+    path = resolve_library(library)
+    try:
+        return init_pynvml(library)
+    except pynvml.NVMLError as exc:
+        cause = exc.__cause__
+        if exc.value == NVML_ERROR_LIBRARY_NOT_FOUND and cause is not None:
+            raise NvmlLibraryError(exc.value, f"cannot load NVML library: {cause}; {INIT_HINT}",
+                                   function="dlopen", library=path) from exc
+        raise NvmlError(exc.value, f"{exc}; {INIT_HINT}", function="nvmlInit", library=path) from exc
+    except RuntimeError as exc:  # another library is already loaded into this process
+        raise NvmlLibraryError(NVML_ERROR_UNKNOWN, str(exc), function="nvmlInit", library=path) from exc
 
 
 def pynvml_text(value: Any) -> str:

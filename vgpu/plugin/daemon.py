@@ -22,15 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pynvml
-
 from vgpu.config.loader import load_config
 from vgpu.config.model import MODE_MIG, ConfigError, EffectiveConfig
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import INIT_HINT, NvmlError
 from vgpu.nvml.health import GpuHealth, HealthInitError, HealthMonitor, XidPolicy
-from vgpu.nvml.library import init_pynvml
+from vgpu.nvml.library import init_nvml
 from vgpu.plugin.allocation import Allocator, EmptyAllocator, UnavailableAllocator
 from vgpu.plugin.devices import ResourceKind, resource_specs
 from vgpu.plugin.registration import PluginSet
@@ -122,8 +120,8 @@ class PluginDaemon:
             return EXIT_CONFIG
         try:
             self.all_gpus = discover_gpus(opts.nvml_library)  # its errors name the call and library
-            init_pynvml(opts.nvml_library)  # stays initialised for the health loop's lifetime
-        except (pynvml.NVMLError, NvmlError, RuntimeError) as exc:
+            init_nvml(opts.nvml_library)  # stays initialised for the health loop's lifetime
+        except (NvmlError, RuntimeError) as exc:
             hint = "" if INIT_HINT in str(exc) else f"; {INIT_HINT}"
             log.error("NVML cannot start: %s%s", exc, hint)
             return EXIT_RUNTIME
@@ -174,7 +172,7 @@ class PluginDaemon:
         try:
             self.mig, self.gpus = start_mig_node(opts.nvml_library, lambda: self.cfg, self.gpus, opts.node_name,
                                                  rediscover)
-        except (pynvml.NVMLError, NvmlError, RuntimeError, SizeCheckError) as exc:
+        except (NvmlError, RuntimeError, SizeCheckError) as exc:
             log.error("MIG cannot start: %s", exc)
             return EXIT_RUNTIME
         return EXIT_OK
