@@ -1,4 +1,4 @@
-"""The monitor's own resources (vgpu_monitor_process_*, prometheus_client's process collector), checked against psutil."""
+"""The monitor's own resources (vgpu_monitor_process_*, from prometheus_client), checked against psutil."""
 
 from __future__ import annotations
 
