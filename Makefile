@@ -9,7 +9,7 @@ FAKENVML_SRC := $(wildcard native/fakenvml/*.c) $(wildcard native/fakenvml/*.h) 
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/*.cdef) native/build_native.py
 PYTEST_ARGS ?=
 
-.PHONY: all install fakenvml test bench bench-quick bench-readme clean proto manifests demo gpu-smoke gpu-smoke-bundle
+.PHONY: all install fakenvml test lint bench bench-quick bench-readme clean proto manifests demo gpu-smoke gpu-smoke-bundle
 
 all: install fakenvml
 
@@ -50,6 +50,15 @@ demo: install fakenvml
 
 test: install fakenvml
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Lint, format and types (configured in pyproject.toml; the tools are pinned in the test extra).
+# Every step runs, so one report shows all three; the target fails if any did.
+lint: install
+	@rc=0; \
+	$(PY) -m ruff check . || rc=1; \
+	$(PY) -m ruff format --check . || rc=1; \
+	$(PY) -m mypy || rc=1; \
+	exit $$rc
 
 # Benchmarks with the gates of benchmarks/gates.toml: writes $(BENCH_OUT)/results.json (pytest-benchmark)
 # and summary.md; fails if a gate fails or (no PYTEST_ARGS) a declared gate did not run.

@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from vgpu.config.model import ConfigError
 
@@ -65,12 +65,12 @@ class Checker:
         return "an array" if self.json else "a list"
 
     # -- types ------------------------------------------------------------------------------
-    def mapping(self, key: str, value: object) -> dict:
+    def mapping(self, key: str, value: object) -> dict[Any, Any]:
         if not isinstance(value, dict):
             self.fail(key, f"must be {self.mapping_word}", value)
         return value
 
-    def sequence(self, key: str, value: object, *, non_empty: bool = False) -> list:
+    def sequence(self, key: str, value: object, *, non_empty: bool = False) -> list[object]:
         if not isinstance(value, list):
             self.fail(key, f"must be {self.list_word}", value)
         if non_empty and not value:
@@ -94,7 +94,7 @@ class Checker:
     def integer(self, key: str, value: object, *, minimum: int | None = None, maximum: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(key, "must be an integer", value)
-        self._range(key, value, minimum, maximum)
+        self._range(key, value, value, minimum, maximum)
         return value
 
     def integer_or_numeric_string(
@@ -105,11 +105,11 @@ class Checker:
             if not _INTEGER_STRING.fullmatch(value.strip()):
                 self.fail(key, "must be an integer or a numeric string", value)
             number = int(value.strip())
-            self._range(key, value, minimum, maximum, number=number)
+            self._range(key, value, number, minimum, maximum)
             return number
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(key, "must be an integer or a numeric string", value)
-        self._range(key, value, minimum, maximum)
+        self._range(key, value, value, minimum, maximum)
         return value
 
     def number(self, key: str, value: object, *, positive: bool = False) -> float:
@@ -121,8 +121,8 @@ class Checker:
             self.fail(key, "must be > 0", value)
         return float(value)
 
-    def _range(self, key: str, value: object, minimum: int | None, maximum: int | None, *, number: int | None = None) -> None:
-        n = value if number is None else number
+    def _range(self, key: str, value: object, n: int, minimum: int | None, maximum: int | None) -> None:
+        """Fail unless `n` (the integer `value` holds) is within bounds; the message shows `value`."""
         if minimum is not None and maximum is not None:
             if not minimum <= n <= maximum:
                 self.fail(key, f"must be between {minimum} and {maximum}", value)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from vgpu.config.checks import Checker, child, core_scaling, item, resource_name_problem
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
@@ -148,13 +149,13 @@ def _parse_mig_template(c: Checker, key: str, value: object) -> MigTemplate:
     return MigTemplate(name=name, memory_mib=memory, count=count)
 
 
-def _required(c: Checker, key: str, data: dict, name: str) -> object:
+def _required(c: Checker, key: str, data: dict[Any, Any], name: str) -> object:
     if name not in data:
         c.fail(child(key, name), "required key is missing")
     return data[name]
 
 
-def _warn_unknown(c: Checker, key: str, data: dict, known: tuple[str, ...]) -> None:
+def _warn_unknown(c: Checker, key: str, data: dict[Any, Any], known: tuple[str, ...]) -> None:
     for name in data:
         if name not in known:
             c.unknown_key(child(key, name), name, known)
@@ -214,7 +215,7 @@ def device_config_from_data(data: object, source: str) -> tuple[DeviceConfig, li
         section = {}
     section = c.mapping(ROOT_KEY, section)
 
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}  # field name -> the value its parser returned (typed per field)
     for name, raw in section.items():
         key = child(ROOT_KEY, name)
         if name not in _KEYS:
@@ -232,7 +233,7 @@ def device_config_from_data(data: object, source: str) -> tuple[DeviceConfig, li
     return config, c.warnings
 
 
-def _check_distinct_names(c: Checker, section: dict, config: DeviceConfig) -> None:
+def _check_distinct_names(c: Checker, section: dict[Any, Any], config: DeviceConfig) -> None:
     names = [
         ("resourceCountName", config.resource_count_name),
         ("resourceMemoryName", config.resource_memory_name),

@@ -30,7 +30,7 @@ from vgpu.config.parsing import parse_json, parse_yaml
 
 log = logging.getLogger("vgpu.config")
 
-PathLike = str | os.PathLike | None
+PathLike = str | os.PathLike[str] | None
 
 
 def _read_text(path: PathLike) -> tuple[str, str | None]:

@@ -7,6 +7,8 @@ than NVML's real instance sizes); the MIG startup check warns about them (mig.md
 """
 from __future__ import annotations
 
+from typing import Any
+
 from vgpu.config.model import MigGeometryEntry, MigGroup, MigTemplate
 
 
@@ -44,7 +46,7 @@ DEFAULT_KNOWN_MIG_GEOMETRIES: tuple[MigGeometryEntry, ...] = (
 )
 
 
-def geometries_as_data(entries: tuple[MigGeometryEntry, ...] = DEFAULT_KNOWN_MIG_GEOMETRIES) -> list[dict]:
+def geometries_as_data(entries: tuple[MigGeometryEntry, ...] = DEFAULT_KNOWN_MIG_GEOMETRIES) -> list[dict[str, Any]]:
     """The entries in `device-config.yaml` form (for writing a ConfigMap, the demo, the emulator)."""
     return [
         {

@@ -19,6 +19,8 @@ Rules, including choices where the spec is silent:
 """
 from __future__ import annotations
 
+from typing import Any
+
 from vgpu.config.checks import Checker, child, core_scaling, item
 from vgpu.config.model import MODE_HAMI_CORE, MODE_MIG, FilterDevices, NodeConfig
 
@@ -41,6 +43,10 @@ _GPU_MEMORY_FACTOR = "gpumemoryfactor"
 _HAMI_ONLY_KEYS = ("preconfigureddevicememory", "enablenumatopology", "enablegetpreferredallocation")
 _ALL_ENTRY_KEYS = _ENTRY_KEYS + (_GPU_MEMORY_FACTOR,) + _HAMI_ONLY_KEYS
 
+# One entry, canonical key -> (key path as written, value); `_type_checked_entry` has checked each
+# value's JSON type, so the range checks use them as the type they hold.
+_Entry = dict[str, tuple[str, Any]]
+
 
 def node_config_from_data(data: object, source: str, node_name: str) -> tuple[NodeConfig, list[str]]:
     """Validate parsed `config.json` content; returns (this node's config, warnings)."""
@@ -58,7 +64,7 @@ def node_config_from_data(data: object, source: str, node_name: str) -> tuple[No
     entries = c.sequence(entries_key, raw_entries)
 
     first_index: dict[str, int] = {}
-    match: tuple[str, dict, dict] | None = None
+    match: tuple[str, dict[Any, Any], _Entry] | None = None
     for i, raw in enumerate(entries):
         key = item(entries_key, i)
         data = c.mapping(key, raw)
@@ -81,7 +87,9 @@ def node_config_from_data(data: object, source: str, node_name: str) -> tuple[No
     return _matching_entry(c, source, *match), c.warnings
 
 
-def _canonical_keys(c: Checker, path: str, data: dict, known: tuple[str, ...], *, warn_unknown: bool = True) -> dict:
+def _canonical_keys(
+    c: Checker, path: str, data: dict[Any, Any], known: tuple[str, ...], *, warn_unknown: bool = True
+) -> dict[str, tuple[str, object]]:
     """Map lower-cased known keys to (key path as written, value); later duplicates win."""
     result: dict[str, tuple[str, object]] = {}
     for name, value in data.items():
@@ -97,7 +105,7 @@ def _canonical_keys(c: Checker, path: str, data: dict, known: tuple[str, ...], *
     return result
 
 
-def _type_checked_entry(c: Checker, key: str, data: dict) -> dict[str, tuple[str, object]]:
+def _type_checked_entry(c: Checker, key: str, data: dict[Any, Any]) -> _Entry:
     """JSON type checks only (every entry, matching or not); nulls are dropped."""
     fields = _canonical_keys(c, key, data, _ALL_ENTRY_KEYS, warn_unknown=False)
     entry = {name: field for name, field in fields.items() if field[1] is not None}
@@ -132,7 +140,7 @@ def _filter_devices(c: Checker, key: str, value: object, *, strict: bool) -> Fil
 
 
 def _matching_entry(
-    c: Checker, source: str, key: str, raw: dict, entry: dict[str, tuple[str, object]]
+    c: Checker, source: str, key: str, raw: dict[Any, Any], entry: _Entry
 ) -> NodeConfig:
     """Range checks, overrides and warnings for this node's entry."""
     for name in raw:
@@ -180,7 +188,8 @@ def _matching_entry(
         path, value = entry["migstrategy"]
         c.warn(
             path,
-            f'"{value}" is ignored: static MIG strategies are not supported; use "operatingmode": "mig" for dynamic MIG',
+            f'"{value}" is ignored: static MIG strategies are not supported; '
+            'use "operatingmode": "mig" for dynamic MIG',
         )
     if _GPU_MEMORY_FACTOR in entry:
         c.warn(

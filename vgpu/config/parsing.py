@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Hashable
+from typing import Any
 
 import yaml
 
@@ -23,7 +25,7 @@ class _Loader(yaml.SafeLoader):
         super().__init__(stream)
         self.duplicates: list[str] = []
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         if isinstance(node, yaml.MappingNode):
             seen: dict[object, int] = {}
             for key_node, _ in node.value:
@@ -33,7 +35,8 @@ class _Loader(yaml.SafeLoader):
                 ident = (key_node.tag, key_node.value)
                 if ident in seen:
                     self.duplicates.append(
-                        f'line {line}: duplicate key "{key_node.value}" (first on line {seen[ident]}); the last value is used'
+                        f'line {line}: duplicate key "{key_node.value}" (first on line {seen[ident]}); '
+                        "the last value is used"
                     )
                 else:
                     seen[ident] = line
@@ -74,8 +77,8 @@ def parse_json(text: str, source: str) -> tuple[object, list[str]]:
     """Parse a JSON document; returns (data, warnings).  Syntax errors raise `ConfigError`."""
     duplicates: list[str] = []
 
-    def pairs(items: list[tuple[str, object]]) -> dict:
-        result: dict = {}
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        result: dict[str, object] = {}
         for key, value in items:
             if key in result:
                 duplicates.append(f'duplicate key "{key}"; the last value is used')

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
 from vgpu.hamicore.paths import HostLayout
@@ -78,6 +79,9 @@ class Monitor:
         if mig is not None and hami:
             self.registry.register(MigInfoCollector(mig))
         self.registry.register(SelfCollector(self.stats, pods, host))
+        # vgpu_monitor_process_*: this daemon's own RSS, CPU seconds, open and max fds, start time
+        # (prometheus_client reads them from /proc; named like every other self metric).
+        ProcessCollector(namespace="vgpu_monitor", registry=self.registry)
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._thread: threading.Thread | None = None

@@ -93,7 +93,7 @@ def decode_handshake(value: str) -> Handshake:
                 t = datetime.strptime(text, SCHEDULER_LAYOUT)
             except ValueError as exc:
                 raise ProtocolError(ann, f"{kind} time", f"invalid date or time: {exc}", text) from None
-            return Handshake(kind, t)  # type: ignore[arg-type]
+            return Handshake(kind, t)
     raise ProtocolError(ann, "", 'not "Reported <time>", "Requesting_<time>" or "Deleted_<time>"', value)
 
 
