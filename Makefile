@@ -70,19 +70,19 @@ bench: install fakenvml
 bench-quick: install fakenvml
 	$(PY) -m benchmarks.run --quick --out $(BENCH_OUT)/quick $(if $(PYTEST_ARGS),,--require-all) -- benchmarks -q $(PYTEST_ARGS)
 
-# README "Performance": the table of the last full `make bench` (refuses a quick run's summary).
+# docs/performance.md: the table of the last full `make bench` (refuses a quick run's summary).
 bench-readme: install
-	$(PY) -m benchmarks.summary --readme README.md $(BENCH_OUT)/summary.md
+	$(PY) -m benchmarks.summary --page docs/performance.md $(BENCH_OUT)/summary.md
 
 # Reliability: the long soak variants (tests marked `soak`, e.g. 1,000 allocate/delete cycles);
-# `make test` runs the short ones.  reliability-readme rewrites the README Reliability table from
+# `make test` runs the short ones.  reliability-readme rewrites the table of docs/reliability.md from
 # build/reliability/results.json (written by every run of tests/reliability).
 .PHONY: soak reliability-readme
 soak: install fakenvml
 	$(PY) -m pytest tests/reliability -m soak $(PYTEST_ARGS)
 
 reliability-readme: install
-	$(PY) -m tests.reliability.readme README.md build/reliability/results.json
+	$(PY) -m tests.reliability.readme docs/reliability.md build/reliability/results.json
 
 clean:
 	rm -rf build vgpu/_native*.so vgpu/_native.c *.egg-info
@@ -92,7 +92,7 @@ gpu-smoke: install
 	$(PY) -m vgpu.nvml.smoke
 
 # What a GPU machine without network needs to build the cffi extension for its own Python
-# (see README "Checking against a real GPU"): wheels of cffi and pycparser for that Python.
+# (see docs/testing.md, "Checking a real GPU node"): wheels of cffi and pycparser for that Python.
 GPU_PYTHON ?= 3.12
 gpu-smoke-bundle:
 	@mkdir -p build/gpu-smoke/wheels

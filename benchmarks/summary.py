@@ -1,9 +1,10 @@
-"""Render the gate results of one run (pytest-benchmark JSON) as a Markdown table; README update.
+"""Render the gate results of one run (pytest-benchmark JSON) as a Markdown table; docs page update.
 
 ``python -m benchmarks.summary RESULTS_JSON [--require-all]`` prints the summary and exits 1 if a
 gate failed (or, with ``--require-all``, if a declared gate did not run or an undeclared one did).
-``python -m benchmarks.summary --readme README.md SUMMARY_MD`` replaces the README's generated
-block (between :data:`BEGIN` and :data:`END`) with the summary of a full run.
+``python -m benchmarks.summary --page docs/performance.md SUMMARY_MD`` (``make bench-readme``)
+replaces the page's generated block (between :data:`BEGIN` and :data:`END`) with the summary of a
+full run.
 """
 from __future__ import annotations
 
@@ -112,33 +113,34 @@ def render(data: dict[str, Any], gates: dict[str, Gate], *, require_all: bool = 
     return Summary("\n".join(lines) + "\n", problems)
 
 
-def rewrite_readme(readme: str, summary_md: str) -> str:
+def rewrite_page(page: str, summary_md: str) -> str:
     """Replace the block between the markers; the markers must exist exactly once, in order."""
     if QUICK_MARK in summary_md:
-        raise ValueError("this summary comes from a quick run; the README shows a full run (make bench)")
-    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
-        raise ValueError(f"README must contain the markers once each, in order:\n{BEGIN}\n{END}")
-    head, rest = readme.split(BEGIN, 1)
+        raise ValueError("this summary comes from a quick run; the Performance page shows a full run (make bench)")
+    if page.count(BEGIN) != 1 or page.count(END) != 1 or page.index(BEGIN) > page.index(END):
+        raise ValueError(f"the page must contain the markers once each, in order:\n{BEGIN}\n{END}")
+    head, rest = page.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{BEGIN}\n{summary_md.rstrip()}\n{END}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.summary", description=__doc__.split("\n\n")[0])
-    ap.add_argument("source", help="pytest-benchmark JSON (or, with --readme, the summary Markdown)")
+    ap.add_argument("source", help="pytest-benchmark JSON (or, with --page, the summary Markdown)")
     ap.add_argument("--require-all", action="store_true", help="every declared gate must have run")
     ap.add_argument("--out", help="write the Markdown here (default: stdout only)")
-    ap.add_argument("--readme", help="rewrite this README's generated block from the summary SOURCE")
+    ap.add_argument("--page", help="rewrite this docs page's generated block (docs/performance.md) "
+                    "from the summary SOURCE")
     args = ap.parse_args(argv)
-    if args.readme:
-        readme = Path(args.readme)
+    if args.page:
+        page = Path(args.page)
         try:
-            text = rewrite_readme(readme.read_text(), Path(args.source).read_text())
+            text = rewrite_page(page.read_text(), Path(args.source).read_text())
         except (OSError, ValueError) as exc:
             print(f"bench-readme: {exc}", file=sys.stderr)
             return 1
-        readme.write_text(text)
-        print(f"{readme}: Performance table updated from {args.source}")
+        page.write_text(text)
+        print(f"{page}: Performance table updated from {args.source}")
         return 0
     try:
         data = json.loads(Path(args.source).read_text())

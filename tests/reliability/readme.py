@@ -1,8 +1,9 @@
-"""Rewrite the README's Reliability table from ``build/reliability/results.json``.
+"""Rewrite the Reliability table of ``docs/reliability.md`` from ``build/reliability/results.json``.
 
-``python -m tests.reliability.readme [README.md] [results.json]`` replaces the text between
-``<!-- reliability:begin -->`` and ``<!-- reliability:end -->``; it refuses to run without
-results, so the README never shows numbers that no run produced.
+``python -m tests.reliability.readme [docs/reliability.md] [results.json]`` (``make
+reliability-readme``) replaces the text between ``<!-- reliability:begin -->`` and
+``<!-- reliability:end -->``; it refuses to run without results, so the page never shows numbers
+that no run produced.
 """
 from __future__ import annotations
 
@@ -31,24 +32,27 @@ def render(data: dict) -> str:
     return "\n".join(out)
 
 
-def rewrite(readme: pathlib.Path, results: pathlib.Path) -> None:
+PAGE = ROOT / "docs" / "reliability.md"
+
+
+def rewrite(page: pathlib.Path, results: pathlib.Path) -> None:
     data = json.loads(results.read_text())
-    text = readme.read_text()
+    text = page.read_text()
     if BEGIN not in text or END not in text:
-        raise SystemExit(f"{readme}: markers {BEGIN} / {END} not found")
+        raise SystemExit(f"{page}: markers {BEGIN} / {END} not found")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{BEGIN}\n{render(data)}\n{END}{tail}")
+    page.write_text(f"{head}{BEGIN}\n{render(data)}\n{END}{tail}")
 
 
 def main(argv: list[str]) -> int:
-    readme = pathlib.Path(argv[0]) if argv else ROOT / "README.md"
+    page = pathlib.Path(argv[0]) if argv else PAGE
     results = pathlib.Path(argv[1]) if len(argv) > 1 else RESULTS
     if not results.exists():
         print(f"{results}: no results; run `make test` (or pytest tests/reliability) first", file=sys.stderr)
         return 1
-    rewrite(readme, results)
-    print(f"{readme}: Reliability table rewritten from {results}")
+    rewrite(page, results)
+    print(f"{page}: Reliability table rewritten from {results}")
     return 0
 
 

@@ -1,8 +1,8 @@
 """The suite's own measurements: one row per fault, merged into ``build/reliability/results.json``.
 
-Every fault test calls :func:`record` with what it measured.  The README's Reliability table is
-generated from that file (``make reliability-readme``, :mod:`tests.reliability.readme`), so the
-numbers in the README are the numbers of a real run, never typed by hand.
+Every fault test calls :func:`record` with what it measured.  The Reliability table of
+``docs/reliability.md`` is generated from that file (``make reliability-readme``,
+:mod:`tests.reliability.readme`), so its numbers are the numbers of a real run, never typed by hand.
 """
 from __future__ import annotations
 

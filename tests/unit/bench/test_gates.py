@@ -1,4 +1,4 @@
-"""The gates file, the summary table and the README block (benchmarks/gates.py, benchmarks/summary.py)."""
+"""The gates file, the summary table and the docs/performance.md block (benchmarks/gates.py, benchmarks/summary.py)."""
 from __future__ import annotations
 
 import json
@@ -105,27 +105,27 @@ def test_require_all_flags_missing_and_undeclared_gates(tmp_path):
     assert s.markdown.startswith(summary.QUICK_MARK) and "not run: b.mem" in s.markdown
 
 
-def test_readme_block_is_replaced_between_markers_only():
-    readme = f"# T\n\n## Performance\n\nintro\n\n{summary.BEGIN}\nold table\n{summary.END}\n\nafter\n"
-    out = summary.rewrite_readme(readme, "| new |\n")
-    assert out == f"# T\n\n## Performance\n\nintro\n\n{summary.BEGIN}\n| new |\n{summary.END}\n\nafter\n"
-    assert summary.rewrite_readme(out, "| new |\n") == out  # idempotent
+def test_page_block_is_replaced_between_markers_only():
+    page = f"# T\n\n## Results\n\nintro\n\n{summary.BEGIN}\nold table\n{summary.END}\n\nafter\n"
+    out = summary.rewrite_page(page, "| new |\n")
+    assert out == f"# T\n\n## Results\n\nintro\n\n{summary.BEGIN}\n| new |\n{summary.END}\n\nafter\n"
+    assert summary.rewrite_page(out, "| new |\n") == out  # idempotent
     with pytest.raises(ValueError, match="quick run"):
-        summary.rewrite_readme(readme, summary.QUICK_MARK + "\n| t |\n")
+        summary.rewrite_page(page, summary.QUICK_MARK + "\n| t |\n")
     with pytest.raises(ValueError, match="markers"):
-        summary.rewrite_readme("# no markers\n", "| t |\n")
+        summary.rewrite_page("# no markers\n", "| t |\n")
 
 
-def test_summary_cli_and_readme_cli(tmp_path, capsys):
+def test_summary_cli_and_page_cli(tmp_path, capsys):
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"gates": [_result("nvml.sample_into", 2.0, False)]}))
     assert summary.main([str(results), "--out", str(tmp_path / "s.md")]) == 1
     assert "**FAIL**" in (tmp_path / "s.md").read_text()
-    readme = tmp_path / "README.md"
-    readme.write_text(f"{summary.BEGIN}\n{summary.END}\n")
+    page = tmp_path / "performance.md"
+    page.write_text(f"{summary.BEGIN}\n{summary.END}\n")
     (tmp_path / "full.md").write_text("| full |\n")
-    assert summary.main(["--readme", str(readme), str(tmp_path / "full.md")]) == 0
-    assert "| full |" in readme.read_text()
-    assert summary.main(["--readme", str(readme), str(tmp_path / "missing.md")]) == 1
+    assert summary.main(["--page", str(page), str(tmp_path / "full.md")]) == 0
+    assert "| full |" in page.read_text()
+    assert summary.main(["--page", str(page), str(tmp_path / "missing.md")]) == 1
     assert "missing.md" in capsys.readouterr().err
 
