@@ -23,8 +23,9 @@ import threading
 from dataclasses import dataclass
 from types import FrameType
 
-from vgpu.config.loader import effective_config, load_device_config, log_warnings
+from vgpu.config.loader import effective_config, log_warnings
 from vgpu.config.model import ConfigError, DeviceConfig, NodeConfig
+from vgpu.configfiles import load_device_config
 from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
 from vgpu.kube.client import KubeClient, KubeConfigError
 from vgpu.mig.errors import MigError

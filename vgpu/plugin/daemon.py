@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pynvml
 
-from vgpu.config.loader import load_config
+from vgpu.configfiles import load_config
 from vgpu.config.model import MODE_MIG, ConfigError, EffectiveConfig
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
