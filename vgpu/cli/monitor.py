@@ -10,9 +10,9 @@ import logging
 import os
 from collections.abc import Mapping
 
-from vgpu import settings
+from vgpu.cli import settings
 from vgpu.monitor.daemon import EXIT_CONFIG, MonitorDaemon, MonitorOptions
-from vgpu.settings import Setting, add_settings, resolve_settings
+from vgpu.cli.settings import Setting, add_settings, resolve_settings
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import sys
 from vgpu import __version__
 
 # module path -> registers one subcommand (`register(subparsers)`); each sets `func`.
-_COMMANDS: list[str] = ["vgpu.plugin.command", "vgpu.monitor.command", "vgpu.inspect_cli", "vgpu.sim.demo_command"]
+_COMMANDS: list[str] = ["vgpu.cli.plugin", "vgpu.cli.monitor", "vgpu.cli.inspect", "vgpu.cli.demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:

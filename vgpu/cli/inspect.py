@@ -26,8 +26,8 @@ class InspectForm:
 
 # module path -> exposes FORMS (list[InspectForm]); add a module to add forms.
 _FORM_MODULES: list[str] = [
-    "vgpu.hamicore.inspect_cmd",
-    "vgpu.kube.inspect",
+    "vgpu.hamicore.cache_report",
+    "vgpu.kube.reports",
 ]
 
 

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from vgpu.inspect_cli import InspectForm
+from vgpu.cli.inspect import InspectForm
 
 if TYPE_CHECKING:  # the native reader is imported when a form runs, not for `vgpu --help`
     from vgpu.hamicore.region import RegionSnapshot, SlotInfo

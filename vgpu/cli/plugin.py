@@ -10,10 +10,10 @@ import logging
 import os
 from collections.abc import Mapping
 
-from vgpu import settings
+from vgpu.cli import settings
 from vgpu.plugin.api import KUBELET_SOCKET
 from vgpu.plugin.daemon import EXIT_CONFIG, PluginDaemon, PluginOptions
-from vgpu.settings import Setting, add_settings, resolve_settings
+from vgpu.cli.settings import Setting, add_settings, resolve_settings
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from vgpu.config.model import DEFAULT_CORES_NAME, DEFAULT_COUNT_NAME, DEFAULT_MEMORY_NAME
-from vgpu.inspect_cli import InspectForm
+from vgpu.cli.inspect import InspectForm
 from vgpu.plugin.podmatch import ResourceNames, pod_view
 from vgpu.protocol import (
     ProtocolError,
