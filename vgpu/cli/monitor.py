@@ -14,7 +14,7 @@ from vgpu.cli import settings
 from vgpu.monitor.daemon import EXIT_CONFIG, MonitorDaemon, MonitorOptions
 from vgpu.cli.settings import Setting, add_settings, resolve_settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("vgpu.monitor.command")  # the name its log lines have always had
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("listen", "VGPU_LISTEN", "0.0.0.0:9394", "HOST:PORT of the /metrics endpoint (port 0: any free port)"),
@@ -26,12 +26,10 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "monitor", help="Prometheus exporter on :9394 and the 5-second priority feedback loop",
-        description="Serve per-container GPU usage (legacy Volcano and HAMi v2.10 metric families) and host "
-        "GPU metrics at /metrics, and run the HAMi-core priority feedback loop every 5 s. "
-        "SIGTERM stops.")
+def configure(p: argparse.ArgumentParser) -> None:
+    p.description = ("Serve per-container GPU usage (legacy Volcano and HAMi v2.10 metric families) and host "
+                     "GPU metrics at /metrics, and run the HAMi-core priority feedback loop every 5 s. "
+                     "SIGTERM stops.")
     add_settings(p, SETTINGS)
     p.add_argument("--legacy-metrics", action=argparse.BooleanOptionalAction, default=True,
                    help="export the legacy Volcano families (HostGPUMemoryUsage, vGPU_device_*, Device_*)")

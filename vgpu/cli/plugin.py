@@ -15,7 +15,7 @@ from vgpu.plugin.api import KUBELET_SOCKET
 from vgpu.plugin.daemon import EXIT_CONFIG, PluginDaemon, PluginOptions
 from vgpu.cli.settings import Setting, add_settings, resolve_settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("vgpu.plugin.command")  # the name its log lines have always had
 
 SETTINGS: tuple[Setting, ...] = (
     settings.NODE_NAME,
@@ -30,12 +30,10 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "plugin", help="kubelet device plugin: vgpu-number, vgpu-memory and vgpu-cores",
-        description="Serve the three vGPU resources to the kubelet, keep them registered across kubelet "
-        "restarts and mark GPUs unhealthy on NVML XID events. Health env vars: DP_DISABLE_HEALTHCHECKS, "
-        "DP_ENABLE_HEALTHCHECKS. Signals: SIGHUP reloads the config files; SIGTERM stops.")
+def configure(p: argparse.ArgumentParser) -> None:
+    p.description = ("Serve the three vGPU resources to the kubelet, keep them registered across kubelet "
+                     "restarts and mark GPUs unhealthy on NVML XID events. Health env vars: DP_DISABLE_HEALTHCHECKS, "
+                     "DP_ENABLE_HEALTHCHECKS. Signals: SIGHUP reloads the config files; SIGTERM stops.")
     add_settings(p, SETTINGS)
     p.set_defaults(func=main)
 
