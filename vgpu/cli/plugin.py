@@ -1,7 +1,8 @@
 """`vgpu plugin`: flags and environment variables (config.md §5.1), flag > env > default.
 
 Only the settings this build uses are offered.  ``--kubeconfig``, ``--handshake`` and
-``--hook-path`` drive node registration and Allocate (vgpu/plugin/volcano.py).
+``--hook-path`` drive node registration and Allocate (vgpu/plugin/volcano.py).  The defaults
+are `PluginOptions`' field defaults.
 """
 from __future__ import annotations
 
@@ -11,23 +12,21 @@ import os
 from collections.abc import Mapping
 
 from vgpu.cli import settings
-from vgpu.plugin.api import KUBELET_SOCKET
+from vgpu.cli.settings import Setting, add_settings, defaults_from, resolve_settings
 from vgpu.plugin.daemon import EXIT_CONFIG, PluginDaemon, PluginOptions
-from vgpu.cli.settings import Setting, add_settings, resolve_settings
 
 log = logging.getLogger("vgpu.plugin.command")  # the name its log lines have always had
 
-SETTINGS: tuple[Setting, ...] = (
+SETTINGS: tuple[Setting, ...] = defaults_from(PluginOptions, (
     settings.NODE_NAME,
-    Setting("kubelet_socket", "KUBELET_SOCKET", KUBELET_SOCKET,
-            "kubelet registration socket; our sockets go in its directory"),
+    Setting("kubelet_socket", "KUBELET_SOCKET", "kubelet registration socket; our sockets go in its directory"),
     settings.DEVICE_CONFIG,
-    Setting("node_config", "NODE_CONFIG", "/config/config.json", "per-node config.json (missing: no overrides)"),
+    Setting("node_config", "NODE_CONFIG", "per-node config.json (missing: no overrides)"),
     settings.NVML_LIBRARY,
     settings.KUBECONFIG,
     settings.HOOK_PATH,
-    Setting("handshake", "VGPU_HANDSHAKE", "auto", "Volcano node handshake: auto | on | off"),
-)
+    Setting("handshake", "VGPU_HANDSHAKE", "Volcano node handshake: auto | on | off"),
+))
 
 
 def configure(p: argparse.ArgumentParser) -> None:
