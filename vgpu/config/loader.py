@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from vgpu.config.device_config import device_config_from_data
-from vgpu.config.model import MODE_MIG, ConfigError, DeviceConfig, EffectiveConfig, NodeConfig
+from vgpu.config.model import MODE_MIG, DeviceConfig, EffectiveConfig, NodeConfig
 from vgpu.config.node_config import node_config_from_data
 from vgpu.config.parsing import parse_json, parse_yaml
 
