@@ -1,4 +1,7 @@
-"""Typed configuration: `device-config.yaml` (root `nvidia:`) and the per-node `config.json`."""
+"""Typed configuration: `device-config.yaml` (root `nvidia:`) and the per-node `config.json`.
+
+Pure: text in, typed config out.  Reading the files is :mod:`vgpu.configfiles`.
+"""
 
 from vgpu.config.model import (
     ConfigError,
@@ -12,9 +15,6 @@ from vgpu.config.model import (
 )
 from vgpu.config.loader import (
     effective_config,
-    load_config,
-    load_device_config,
-    load_node_config,
     log_warnings,
     parse_device_config,
     parse_node_config,
@@ -32,9 +32,6 @@ __all__ = [
     "MigTemplate",
     "NodeConfig",
     "effective_config",
-    "load_config",
-    "load_device_config",
-    "load_node_config",
     "log_warnings",
     "parse_device_config",
     "parse_node_config",

@@ -23,8 +23,9 @@ import threading
 from dataclasses import dataclass
 from types import FrameType
 
-from vgpu.config.loader import effective_config, load_device_config, log_warnings
+from vgpu.config.loader import effective_config, log_warnings
 from vgpu.config.model import ConfigError, DeviceConfig, NodeConfig
+from vgpu.configfiles import DEVICE_CONFIG_PATH, load_device_config
 from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
 from vgpu.kube.client import KubeClient, KubeConfigError
 from vgpu.mig.errors import MigError
@@ -48,12 +49,14 @@ POD_SYNC_WAIT_S = 5.0
 
 @dataclass(frozen=True)
 class MonitorOptions:
+    """Resolved `vgpu monitor` settings (flag > env > default, config.md §5.2); these defaults are the CLI's."""
+
     node_name: str
     hook_path: str = DEFAULT_HOOK_PATH
     listen: str = "0.0.0.0:9394"
     kubeconfig: str | None = None
     nvml_library: str | None = None
-    device_config: str = "/config/device-config.yaml"
+    device_config: str = DEVICE_CONFIG_PATH
     legacy_metrics: bool = True
     hami_metrics: bool = True
     interval_s: float = INTERVAL_S

@@ -11,7 +11,6 @@ Layout (NVIDIA k8s-device-plugin style: managers compute, servers are thin):
 - ``server``        ``DevicePluginServer``: gRPC on a unix socket over a manager + allocator
 - ``registration``  ``PluginSet``: serve, register, re-register on kubelet restarts, backoff
 - ``daemon``        ``PluginDaemon``: startup order, health loop, SIGHUP reload, SIGTERM
-- ``command``       the ``vgpu plugin`` subcommand (flags / env vars)
 
 Health lives in ``vgpu.nvml.health`` (XID policy, health board, NVML event loop); the daemon
 subscribes every manager to the board, so one XID flips all three resources at once.

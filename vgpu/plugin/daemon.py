@@ -22,14 +22,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vgpu.config.loader import load_config
 from vgpu.config.model import MODE_MIG, ConfigError, EffectiveConfig
+from vgpu.configfiles import DEVICE_CONFIG_PATH, NODE_CONFIG_PATH, load_config
+from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
+from vgpu.kube.registrar import HandshakeMode
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import INIT_HINT, NvmlError
 from vgpu.nvml.health import GpuHealth, HealthInitError, HealthMonitor, XidPolicy
 from vgpu.nvml.library import init_nvml
 from vgpu.plugin.allocation import Allocator, EmptyAllocator, UnavailableAllocator
+from vgpu.plugin.api import KUBELET_SOCKET
 from vgpu.plugin.devices import ResourceKind, resource_specs
 from vgpu.plugin.registration import PluginSet
 from vgpu.plugin.resources import ResourceManager
@@ -48,16 +51,16 @@ EXIT_CONFIG = 2
 
 @dataclass(frozen=True)
 class PluginOptions:
-    """Resolved `vgpu plugin` settings (flag > env > default, config.md §5.1)."""
+    """Resolved `vgpu plugin` settings (flag > env > default, config.md §5.1); these defaults are the CLI's."""
 
     node_name: str
-    kubelet_socket: str
-    device_config: str
-    node_config: str
-    nvml_library: str | None
+    kubelet_socket: str = KUBELET_SOCKET
+    device_config: str = DEVICE_CONFIG_PATH
+    node_config: str = NODE_CONFIG_PATH
+    nvml_library: str | None = None
     kubeconfig: str | None = None
-    hook_path: str = "/usr/local/vgpu"
-    handshake: str = "auto"
+    hook_path: str = DEFAULT_HOOK_PATH
+    handshake: str = HandshakeMode.AUTO.value
 
 
 def default_allocators() -> dict[ResourceKind, Allocator]:

@@ -135,7 +135,7 @@ DAEMON_PACKAGES = ("vgpu/plugin", "vgpu/monitor", "vgpu/kube", "vgpu/nvml", "vgp
                    "vgpu/config", "vgpu/protocol")
 
 
-OPERATOR_TOOLS = ("vgpu/kube/inspect.py",)  # `vgpu inspect node|pod`: the operator's kubeconfig
+OPERATOR_TOOLS: tuple[str, ...] = ()  # `vgpu inspect node|pod` (operator kubeconfig) lives in vgpu/cli/, not scanned
 
 
 def _daemon_sources():

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from vgpu.config import DEFAULT_KNOWN_MIG_GEOMETRIES, ConfigError, DeviceConfig, MigGeometryEntry, MigGroup, MigTemplate
-from vgpu.config.loader import load_device_config
+from vgpu.configfiles import load_device_config
 
 FULL = """\
 nvidia:

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from vgpu.config import DEFAULT_KNOWN_MIG_GEOMETRIES, ConfigError, EffectiveConfig, load_config
-from vgpu.config.loader import load_device_config, load_node_config
+from vgpu.config import DEFAULT_KNOWN_MIG_GEOMETRIES, ConfigError, EffectiveConfig
+from vgpu.configfiles import load_config, load_device_config, load_node_config
 
 NODE = "gpu-node-1"
 

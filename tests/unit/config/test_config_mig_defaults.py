@@ -5,7 +5,7 @@ import yaml
 
 from vgpu.config import DEFAULT_KNOWN_MIG_GEOMETRIES, EffectiveConfig, NodeConfig
 from vgpu.config.device_config import default_device_config
-from vgpu.config.loader import load_device_config
+from vgpu.configfiles import load_device_config
 from vgpu.config.mig_defaults import geometries_as_data
 
 # The upstream shipped ConfigMap section, written out independently of mig_defaults.py.

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from vgpu.config import ConfigError, FilterDevices, NodeConfig
-from vgpu.config.loader import load_node_config
+from vgpu.configfiles import load_node_config
 
 NODE = "gpu-node-1"
 

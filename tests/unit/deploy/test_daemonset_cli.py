@@ -32,7 +32,7 @@ RUNTIME_ENV = {
     "NVIDIA_DRIVER_CAPABILITIES": "NVIDIA container runtime: inject the driver's NVML (utility)",
     "NVIDIA_MIG_MONITOR_DEVICES": "NVIDIA container runtime: MIG event and instance access",
 }
-SUBCOMMANDS = {"plugin": "vgpu.plugin.command", "monitor": "vgpu.monitor.command"}
+SUBCOMMANDS = {"plugin": "vgpu.cli.plugin", "monitor": "vgpu.cli.monitor"}
 NODE_NAME = "gpu-node-7"
 
 

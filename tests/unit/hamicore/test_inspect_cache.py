@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.unit.hamicore import scenario
-from vgpu import inspect_cli
+from vgpu.cli import inspect as inspect_cli
 
 
 def run_inspect(argv: list[str]) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from vgpu.cli import build_parser, main
-from vgpu.monitor.command import resolve
+from vgpu.cli.monitor import resolve
 from vgpu.monitor.server import ListenAddressError, parse_listen
 
 

@@ -1,5 +1,7 @@
 """`vgpu demo`: options (config.md §5.3), signals and exit status.  The flow is :mod:`vgpu.sim.demo`.
 
+Imported only for `vgpu demo`, so it may import the simulators (`vgpu.sim`) at the top.
+
 Ctrl-C (SIGINT) or SIGTERM: the first one ends the run cleanly (children get SIGTERM, sockets
 and the temp dir are removed, the summary is printed); a second one kills the children at once.
 """
@@ -34,14 +36,14 @@ exit status: 0 all checks passed, 1 a component failed, 2 bad options, 3 a check
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "demo", help="the whole flow with fake GPUs: simulated cluster, real plugin and monitor processes",
-        description="Start a fake NVML, a simulated API server, a fake kubelet, the Volcano scheduler "
+def configure(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Start a fake NVML, a simulated API server, a fake kubelet, the Volcano scheduler "
         "emulator and the real `vgpu plugin` and `vgpu monitor` processes; schedule and admit the sample pods "
         "of deploy/examples, run their containers' HAMi-core shared regions, scrape /metrics, show the feedback "
-        "loop, a MIG allocation and an XID health event. Prints every annotation, response and metric.",
-        epilog=EPILOG.format(models=", ".join(GPU_MODELS)), formatter_class=argparse.RawDescriptionHelpFormatter)
+        "loop, a MIG allocation and an XID health event. Prints every annotation, response and metric.")
+    p.epilog = EPILOG.format(models=", ".join(GPU_MODELS))
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--volcano-version", default=DEFAULT_VERSION, metavar="VERSION",
                    help=f"Volcano scheduler to emulate: {', '.join(VERSIONS)} (default {DEFAULT_VERSION})")
     p.add_argument("--policy", default=DEFAULT_POLICY, choices=POLICIES,

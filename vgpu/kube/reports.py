@@ -1,33 +1,28 @@
-"""``vgpu inspect node NAME``, ``vgpu inspect pod NS/NAME`` and the default form (``VALUE`` / ``-f FILE``).
+"""Reports on the Volcano annotations of Nodes and Pods, as data (`vgpu inspect node|pod|VALUE|-f`).
 
-Decodes the Volcano annotations into readable tables (or ``--json``):
+Builds, from objects already read, what ``vgpu inspect`` shows (the command line in
+:mod:`vgpu.cli.inspect` reads the objects and renders these reports as tables or ``--json``):
 
-- a Node: per GPU split used/total, memory used/total, cores used/total, health and mode (usage
-  summed like the scheduler's ledger from ``vgpu-ids-new`` of the node's non-terminated pods),
-  the handshake, the node lock and its age, and a warning for HAMi's own keys (known-failures R-3);
-- a Pod: per vGPU container (the k-th ``;`` segment belongs to the k-th container requesting
-  vGPU, decision 6) its devices, memory and cores, whether the plugin has served it yet, and the
-  bind phase / ``vgpu-time``;
-- a literal annotation value: the kind is recognised from its shape.
+- a Node (`NodeReport`): per GPU split used/total, memory used/total, cores used/total, health and
+  mode (usage summed like the scheduler's ledger from ``vgpu-ids-new`` of the node's
+  non-terminated pods), the handshake, the node lock and its age, and a warning for HAMi's own
+  keys (known-failures R-3);
+- a Pod (`PodReport`): per vGPU container (the k-th ``;`` segment belongs to the k-th container
+  requesting vGPU, decision 6) its devices, memory and cores, whether the plugin has served it
+  yet, and the bind phase / ``vgpu-time``;
+- a literal annotation value (a dict): the kind is recognised from its shape;
+- Node/Pod manifests (`reports_from_manifests`).
 
-Live objects come from ``--kubeconfig``/``KUBECONFIG`` (else in-cluster) through the same client
-the plugin uses; the pods of a node are read with a ``spec.nodeName`` field selector.
-Exit status: 0 decoded, 1 something did not decode or could not be read, 2 usage.
+Pure: no API access, no files, no printing.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-import yaml
-
 from vgpu.config.model import DEFAULT_CORES_NAME, DEFAULT_COUNT_NAME, DEFAULT_MEMORY_NAME
-from vgpu.inspect_cli import InspectForm
 from vgpu.plugin.podmatch import ResourceNames, pod_view
 from vgpu.protocol import (
     ProtocolError,
@@ -235,139 +230,23 @@ def value_report(value: str) -> dict[str, Any]:
             "decoded": [[asdict(d) | {"device_id": d.device_id} for d in seg] for seg in segs]}
 
 
-# ---------------------------------------------------------------------------- rendering
+# ---------------------------------------------------------------------------- manifests
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    cells = [list(map(str, header))] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-
-
-def render_node(rep: NodeReport) -> str:
-    lines = [f"Node {rep.name}"]
-    if rep.gpus:
-        used_note = "" if rep.pods_counted is not None else "  (no pods given: usage not computed)"
-        lines.append(f"GPUs ({len(rep.gpus)}){used_note}:")
-        lines += ["  " + ln for ln in _table(
-            ["ID", "UUID", "TYPE", "SPLIT", "MEMORY(MiB)", "CORES(%)", "HEALTH", "MODE"],
-            [(g.index, g.uuid, g.type, f"{g.split_used}/{g.split_total}", f"{g.memory_used}/{g.memory_total}",
-              f"{g.cores_used}/{g.cores_total}", "healthy" if g.health else "UNHEALTHY", g.mode) for g in rep.gpus])]
-    if rep.pods_counted is not None:
-        lines.append(f"Pods with vGPU on this node: {rep.pods_counted}")
-    lines.append(f"Handshake: {rep.handshake_decoded or 'none'}" + (f"  [{rep.handshake}]" if rep.handshake else ""))
-    if rep.node_lock is not None:
-        age = f", {rep.node_lock_age_s:.0f} s ago" if rep.node_lock_age_s is not None else ""
-        lines.append(f"Node lock {keys.NODE_LOCK}: {rep.node_lock}{age}")
-    else:
-        lines.append(f"Node lock {keys.NODE_LOCK}: not held")
-    lines += [f"WARNING: {w}" for w in rep.warnings] + [f"ERROR: {e}" for e in rep.errors]
-    return "\n".join(lines)
-
-
-def render_pod(rep: PodReport) -> str:
-    lines = [f"Pod {rep.namespace}/{rep.name}"]
-    t = rep.vgpu_time
-    if t == keys.VGPU_TIME_DONE:
-        t = f"{t} (done)"
-    lines.append(f"vgpu-node: {rep.node or '-'}   bind-phase: {rep.bind_phase or '-'}   vgpu-time: {t or '-'}")
-    if rep.containers:
-        lines += ["  " + ln for ln in _table(
-            ["SEG", "CONTAINER", "DEVICES", "MEMORY(MiB)", "CORES(%)", "SERVED"],
-            [(c.segment, c.container or "?", ",".join(c.devices) or "-", ",".join(map(str, c.memory)) or "-",
-              ",".join(map(str, c.cores)) or "-", {True: "yes", False: "no", None: "?"}[c.served])
-             for c in rep.containers])]
-    lines += [f"WARNING: {w}" for w in rep.warnings] + [f"ERROR: {e}" for e in rep.errors]
-    return "\n".join(lines)
-
-
-def render_value(r: Mapping[str, Any]) -> str:
-    d = r["decoded"]
-    if r["kind"] == keys.REGISTER:
-        return f"{keys.REGISTER} ({len(d)} GPU(s)):\n" + "\n".join("  " + ln for ln in _table(
-            ["ID", "UUID", "SPLIT", "MEMORY", "TYPE", "HEALTH", "MODE"],
-            [(i, g["uuid"], g["count"], g["devmem"], g["type"], "healthy" if g["health"] else "UNHEALTHY", g["mode"])
-             for i, g in enumerate(d)]))
-    if isinstance(d, list):
-        rows = []
-        for k, seg in enumerate(d):
-            if not seg:
-                rows.append((k, "(empty: consumed)", "-", "-"))
-            rows += [(k, dev["device_id"], dev["usedmem"], dev["usedcores"]) for dev in seg]
-        return f"{r['kind']} ({len(d)} segment(s)):\n" + "\n".join(
-            "  " + ln for ln in _table(["SEG", "DEVICE", "MEMORY", "CORES(%)"], rows))
-    return f"{r['kind']}: {d}"
-
-
-def _emit(reports: list[NodeReport | PodReport | dict[str, Any]], as_json: bool) -> int:
-    if as_json:
-        docs = [r if isinstance(r, dict) else asdict(r) for r in reports]
-        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
-    else:
-        out = []
-        for r in reports:
-            if isinstance(r, NodeReport):
-                out.append(render_node(r))
-            elif isinstance(r, PodReport):
-                out.append(render_pod(r))
-            else:
-                out.append(render_value(r))
-        print("\n\n".join(out))
-    return 1 if any(getattr(r, "errors", None) for r in reports) else 0
-
-
-# ---------------------------------------------------------------------------- forms
-
-def _client(args: argparse.Namespace):
-    from vgpu.kube.client import KubeClient
-    return KubeClient.from_kubeconfig(getattr(args, "kubeconfig", None) or None)
-
-
-def run_node(rest: list[str], args: argparse.Namespace) -> int:
-    from vgpu.kube.client import KubeError
-    try:
-        client = _client(args)
-        try:
-            node = client.get_node(rest[0])
-            pods = client.list_pods(field_selector=f"spec.nodeName={rest[0]}").items
-        finally:
-            client.close()
-    except KubeError as exc:
-        print(f"vgpu inspect: {exc}", file=sys.stderr)
-        return 1
-    return _emit([node_report(node, pods)], args.json)
-
-
-def run_pod(rest: list[str], args: argparse.Namespace) -> int:
-    from vgpu.kube.client import KubeError
-    ns, sep, name = rest[0].partition("/")
-    if not sep or not ns or not name:
-        print("vgpu inspect: usage: vgpu inspect [--json] pod NAMESPACE/NAME", file=sys.stderr)
-        return 2
-    try:
-        client = _client(args)
-        try:
-            pod = client.get_pod(ns, name)
-        finally:
-            client.close()
-    except KubeError as exc:
-        print(f"vgpu inspect: {exc}", file=sys.stderr)
-        return 1
-    return _emit([pod_report(pod)], args.json)
-
-
-def _objects(docs: Iterable[Any]) -> list[Mapping[str, Any]]:
+def manifest_objects(docs: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The objects of parsed YAML/JSON documents, with ``*List`` kinds flattened; non-mappings skipped."""
     out: list[Mapping[str, Any]] = []
     for doc in docs:
         if not isinstance(doc, Mapping):
             continue
         if doc.get("kind", "").endswith("List") and isinstance(doc.get("items"), list):
-            out.extend(_objects(doc["items"]))
+            out.extend(manifest_objects(doc["items"]))
         else:
             out.append(doc)
     return out
 
 
 def reports_from_manifests(objects: Sequence[Mapping[str, Any]]) -> list[NodeReport | PodReport]:
+    """One report per Node and Pod, in order; a Node's usage counts the given Pods bound to it."""
     pods = [o for o in objects if o.get("kind") == "Pod"]
     reps: list[NodeReport | PodReport] = []
     for o in objects:
@@ -377,37 +256,3 @@ def reports_from_manifests(objects: Sequence[Mapping[str, Any]]) -> list[NodeRep
         elif o.get("kind") == "Pod":
             reps.append(pod_report(o))
     return reps
-
-
-def run_default(rest: list[str], args: argparse.Namespace) -> int:
-    if args.file:
-        try:
-            text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
-            objects = _objects(yaml.safe_load_all(text))
-        except (OSError, yaml.YAMLError) as exc:
-            print(f"vgpu inspect: cannot read {args.file}: {exc}", file=sys.stderr)
-            return 1
-        reps = reports_from_manifests(objects)
-        if not reps:
-            print(f"vgpu inspect: {args.file} holds no Node or Pod", file=sys.stderr)
-            return 1
-        return _emit(reps, args.json)
-    if len(rest) != 1:
-        print("vgpu inspect: give one annotation VALUE (quoted), -f FILE, node NAME, pod NS/NAME or cache PATH",
-              file=sys.stderr)
-        return 2
-    try:
-        return _emit([value_report(rest[0])], args.json)
-    except ProtocolError as exc:
-        hint = ""
-        if exc.annotation == keys.REGISTER and "has 5 fields" in str(exc):
-            hint = " — the 5-field record of plugin <= v1.9; Volcano >= v1.12 rejects the whole node"
-        print(f"vgpu inspect: {exc}{hint}", file=sys.stderr)
-        return 1
-
-
-FORMS = [
-    InspectForm("node", "node NAME", "a live Node: GPUs, usage, handshake, lock", 1, run_node),
-    InspectForm("pod", "pod NS/NAME", "a live Pod: devices per container, bind phase", 1, run_pod),
-    InspectForm(None, "VALUE | -f FILE", "an annotation value, or Node/Pod manifests (YAML/JSON)", 0, run_default),
-]

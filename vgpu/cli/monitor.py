@@ -1,7 +1,8 @@
 """`vgpu monitor`: flags and environment variables (monitor-metrics.md §7, config.md §5.2).
 
-Flag > env var (non-empty) > default.  ``--device-config`` supplies the MIG geometries (for
-``hami_mig_device_info``) and the vGPU resource names; a missing file means built-in defaults.
+Flag > env var (non-empty) > default; the defaults are `MonitorOptions`' field defaults.
+``--device-config`` supplies the MIG geometries (for ``hami_mig_device_info``) and the vGPU
+resource names; a missing file means built-in defaults.
 """
 from __future__ import annotations
 
@@ -10,32 +11,32 @@ import logging
 import os
 from collections.abc import Mapping
 
-from vgpu import settings
+from vgpu.cli import settings
+from vgpu.cli.settings import Setting, add_settings, defaults_from, field_default, resolve_settings
 from vgpu.monitor.daemon import EXIT_CONFIG, MonitorDaemon, MonitorOptions
-from vgpu.settings import Setting, add_settings, resolve_settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("vgpu.monitor.command")  # the name its log lines have always had
 
-SETTINGS: tuple[Setting, ...] = (
-    Setting("listen", "VGPU_LISTEN", "0.0.0.0:9394", "HOST:PORT of the /metrics endpoint (port 0: any free port)"),
+SETTINGS: tuple[Setting, ...] = defaults_from(MonitorOptions, (
+    Setting("listen", "VGPU_LISTEN", "HOST:PORT of the /metrics endpoint (port 0: any free port)"),
     settings.NODE_NAME,
     settings.HOOK_PATH.with_help("HAMi-core files; regions are scanned under <hook-path>/containers"),
     settings.KUBECONFIG,
     settings.NVML_LIBRARY,
     settings.DEVICE_CONFIG.with_help("device-config.yaml (MIG info only)"),
-)
+))
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "monitor", help="Prometheus exporter on :9394 and the 5-second priority feedback loop",
-        description="Serve per-container GPU usage (legacy Volcano and HAMi v2.10 metric families) and host "
-        "GPU metrics at /metrics, and run the HAMi-core priority feedback loop every 5 s. "
-        "SIGTERM stops.")
+def configure(p: argparse.ArgumentParser) -> None:
+    p.description = ("Serve per-container GPU usage (legacy Volcano and HAMi v2.10 metric families) and host "
+                     "GPU metrics at /metrics, and run the HAMi-core priority feedback loop every 5 s. "
+                     "SIGTERM stops.")
     add_settings(p, SETTINGS)
-    p.add_argument("--legacy-metrics", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--legacy-metrics", action=argparse.BooleanOptionalAction,
+                   default=field_default(MonitorOptions, "legacy_metrics"),
                    help="export the legacy Volcano families (HostGPUMemoryUsage, vGPU_device_*, Device_*)")
-    p.add_argument("--hami-metrics", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--hami-metrics", action=argparse.BooleanOptionalAction,
+                   default=field_default(MonitorOptions, "hami_metrics"),
                    help="export the HAMi v2.10 hami_* families")
     p.set_defaults(func=main)
 
