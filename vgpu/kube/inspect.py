@@ -28,7 +28,7 @@ import yaml
 
 from vgpu.config.model import DEFAULT_CORES_NAME, DEFAULT_COUNT_NAME, DEFAULT_MEMORY_NAME
 from vgpu.inspect_cli import InspectForm
-from vgpu.plugin.podmatch import ResourceNames, pod_view
+from vgpu.protocol.pod_model import ResourceNames, pod_view
 from vgpu.protocol import (
     ProtocolError,
     decode_handshake,

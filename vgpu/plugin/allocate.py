@@ -49,7 +49,7 @@ from vgpu.nvml.device import GpuInfo
 from vgpu.plugin.allocation import AllocationError, id_order, preferred_ids
 from vgpu.plugin.api import HEALTHY, pb
 from vgpu.plugin.devices import ResourceKind
-from vgpu.plugin.podmatch import PodView, ResourceNames, VgpuContainer, pod_view
+from vgpu.protocol.pod_model import PodView, ResourceNames, VgpuContainer, pod_view
 from vgpu.protocol import (
     ContainerDevice,
     PodDevices,

@@ -8,7 +8,7 @@ import pytest
 from tests.unit.scheduler.helpers import ctr, make_core, place, pod
 from vgpu.mig import MigGuardError
 from vgpu.mig.allocation import check_guards, holdings
-from vgpu.plugin.podmatch import PodView, ResourceNames, pod_view
+from vgpu.protocol.pod_model import PodView, ResourceNames, pod_view
 from vgpu.protocol import RegisterRecord, consume_segment, decode_pod_devices, encode_register, keys
 
 NAMES = ResourceNames("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
