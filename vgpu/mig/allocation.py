@@ -28,7 +28,7 @@ from vgpu.mig.errors import MigError, MigGuardError
 from vgpu.mig.manager import MigManager, slot_id
 from vgpu.mig.reconcile import ApplyResult
 from vgpu.nvml.errors import NvmlError
-from vgpu.plugin.allocation import AllocationError
+from vgpu.plugin.responses import AllocationError
 from vgpu.protocol.pod_model import PodView
 from vgpu.protocol import ContainerDevice, ProtocolError, decode_pod_devices, keys
 

@@ -31,10 +31,10 @@ from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import INIT_HINT, NvmlError
 from vgpu.nvml.health import GpuHealth, HealthInitError, HealthMonitor, XidPolicy
 from vgpu.nvml.library import init_pynvml
-from vgpu.plugin.allocation import Allocator, EmptyAllocator, UnavailableAllocator
 from vgpu.plugin.devices import ResourceKind, resource_specs
 from vgpu.plugin.registration import PluginSet
 from vgpu.plugin.resources import ResourceManager
+from vgpu.plugin.responses import Allocator, EmptyAllocator, UnavailableAllocator
 from vgpu.plugin.sizecheck import SizeCheckError, check_listandwatch_sizes
 from vgpu.plugin.volcano import VolcanoConfigError, VolcanoOptions, VolcanoSide
 

@@ -21,7 +21,7 @@ from vgpu.mig.allocation import MigAllocation
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NvmlError
 from vgpu.nvml.mig_native import CI_PROFILE_FOR_SLICES, MigNvml
-from vgpu.plugin.allocation import AllocationError
+from vgpu.plugin.responses import AllocationError
 from vgpu.protocol.pod_model import ResourceNames, pod_view
 from vgpu.sim.fakenvml import write_json_atomic
 

@@ -46,10 +46,11 @@ from vgpu.kube.client import KubeApiError, KubeClient, KubeError, KubeUnavailabl
 from vgpu.kube.nodelock import release_node_lock
 from vgpu.kube.retry import RetryQueue, call_with_retries
 from vgpu.nvml.device import GpuInfo
-from vgpu.plugin.allocation import AllocationError, id_order, preferred_ids
 from vgpu.plugin.api import HEALTHY, pb
 from vgpu.plugin.devices import ResourceKind
+from vgpu.plugin.preference import id_order, preferred_ids
 from vgpu.protocol.pod_model import PodView, ResourceNames, VgpuContainer, pod_view
+from vgpu.plugin.responses import AllocationError
 from vgpu.protocol import (
     ContainerDevice,
     PodDevices,
@@ -136,7 +137,7 @@ class AllocatorStats:
 
 
 class VolcanoAllocator:
-    """The :class:`vgpu.plugin.allocation.Allocator` of all three resources (one instance, one lock)."""
+    """The :class:`vgpu.plugin.responses.Allocator` of all three resources (one instance, one lock)."""
 
     def __init__(self, *, node_name: str, client: KubeClient, pods: PodSource,
                  config: Callable[[], EffectiveConfig], hook_path: str = paths.DEFAULT_HOOK_PATH,
