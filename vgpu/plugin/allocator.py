@@ -48,6 +48,7 @@ from vgpu.kube.retry import RetryQueue, call_with_retries
 from vgpu.nvml.device import GpuInfo
 from vgpu.plugin.api import HEALTHY, pb
 from vgpu.plugin.devices import ResourceKind
+from vgpu.plugin.mig_seam import MigApplier, mig_visible_devices
 from vgpu.plugin.preference import id_order, preferred_ids
 from vgpu.protocol.pod_model import PodView, ResourceNames, VgpuContainer, pod_view
 from vgpu.plugin.responses import AllocationError
@@ -97,12 +98,6 @@ class PodSource(Protocol):
     def resync(self) -> None: ...
 
     def upsert(self, obj: dict[str, Any]) -> bool: ...
-
-
-class MigApplier(Protocol):
-    """The MIG seam (mig.md §5): apply the geometry for these devices, return MIG UUIDs in order."""
-
-    def apply(self, devices: Sequence[ContainerDevice], pod: PodView, node_pods: Sequence[PodView]) -> list[str]: ...
 
 
 @dataclass
@@ -554,14 +549,10 @@ class VolcanoAllocator:
         return resp, contract.zero_memory_devices
 
     def _mig_response(self, view: PodView, devices: Sequence[ContainerDevice]) -> pb.ContainerAllocateResponse:
-        if self.mig is None:
-            raise _Failed("MIG allocation is not available in this plugin build (node mode mig)")
         try:
-            uuids = self.mig.apply(devices, view, self._current_views())
+            uuids = mig_visible_devices(self.mig, devices, view, self._current_views())
         except AllocationError as exc:
             raise _Failed(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - any MIG failure fails this pod, never the daemon
-            raise _Failed(f"MIG apply failed: {exc}") from None
         return pb.ContainerAllocateResponse(envs={"NVIDIA_VISIBLE_DEVICES": ",".join(uuids)})
 
     # ---------------------------------------------------------------- failure path

@@ -20,12 +20,12 @@ import signal
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pynvml
 
 from vgpu.config.loader import load_config
 from vgpu.config.model import MODE_MIG, ConfigError, EffectiveConfig
+from vgpu.mig.node import MigNode, start_mig_node
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import INIT_HINT, NvmlError
@@ -37,9 +37,6 @@ from vgpu.plugin.resources import ResourceManager
 from vgpu.plugin.responses import Allocator, EmptyAllocator, UnavailableAllocator
 from vgpu.plugin.sizecheck import SizeCheckError, check_listandwatch_sizes
 from vgpu.plugin.volcano import VolcanoConfigError, VolcanoOptions, VolcanoSide
-
-if TYPE_CHECKING:
-    from vgpu.mig.node import MigNode
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +160,6 @@ class PluginDaemon:
 
     def _start_mig(self) -> int:
         """Mode mig (mig.md §5.1): MIG mode on, excluded GPUs dropped, the MIG applier ready."""
-        from vgpu.mig.node import start_mig_node
         opts = self.opts
 
         def rediscover() -> list[GpuInfo]:  # after a MIG mode change handles and minors may change
