@@ -10,7 +10,11 @@ Layout (NVIDIA k8s-device-plugin style: managers compute, servers are thin):
 - ``responses``     the ``Allocator`` seam for Allocate / GetPreferredAllocation, the empty and
                     unavailable allocators, and the one protobuf conversion of a container's answer
 - ``preference``    GetPreferredAllocation's choice of device IDs (steered to the candidate's GPUs)
-- ``allocator``     ``VolcanoAllocator``: Allocate and GetPreferredAllocation for the Volcano protocol
+- ``allocator``     ``VolcanoAllocator``: Allocate as a sequence over the parts below (volcano-protocol.md §5)
+- ``matching``      pure candidate search, disambiguation and segment choice over the pod model
+- ``pod_writes``    what an Allocate writes back: progress, success, failure, Events, node lock
+- ``mig_seam``      the MIG applier the allocator calls, and MIG failures as ``AllocationError``
+- ``shortage``      the kubelet-side shortage diagnostic of GetPreferredAllocation (``VGPUKubeletShortage``)
 - ``volcano``       ``VolcanoSide``: API client, pod cache, node registration and the allocator
 - ``server``        ``DevicePluginServer``: gRPC on a unix socket over a manager + allocator
 - ``registration``  ``PluginSet``: serve, register, re-register on kubelet restarts, backoff
