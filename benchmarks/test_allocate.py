@@ -26,7 +26,7 @@ from vgpu.kube.client import KubeClient
 from vgpu.kube.retry import RetryQueue
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.health import GpuHealth
-from vgpu.plugin.allocate import VolcanoAllocator
+from vgpu.plugin.allocator import VolcanoAllocator
 from vgpu.plugin.api import pb
 from vgpu.plugin.devices import ResourceKind, resource_specs
 from vgpu.plugin.resources import ResourceManager

@@ -1,9 +1,9 @@
 """The container contract for a hami-core allocation: env vars and mounts, built in ONE place.
 
 Allocate (volcano-protocol.md §5.3) converts the result to protobuf; the monitor, the demo
-and tests reuse it.  Inputs are plain data, so this module does no I/O: the caller creates
-the host directory (:func:`vgpu.hamicore.paths.prepare_container_dir`) and checks the
-HAMi-core files (:func:`vgpu.hamicore.paths.check_hami_core_files`) before answering.
+and tests reuse it.  Inputs are plain data, so this module does no I/O: Allocate calls it through
+:func:`vgpu.hamicore.host.prepare_container`, which also checks the HAMi-core files and creates
+the host directory before answering.
 """
 from __future__ import annotations
 

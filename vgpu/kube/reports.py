@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from vgpu.config.model import DEFAULT_CORES_NAME, DEFAULT_COUNT_NAME, DEFAULT_MEMORY_NAME
-from vgpu.plugin.podmatch import ResourceNames, pod_view
+from vgpu.protocol.pod_model import ResourceNames, pod_view
 from vgpu.protocol import (
     ProtocolError,
     decode_handshake,

@@ -11,7 +11,8 @@ device of that position.  Modules:
 - ``reconcile`` destroy / create / roll back / resolve for one GPU
 - ``manager``   per-GPU state and locks: ``MigManager.apply/resolve/lookup``
 - ``startup``   mode ``mig`` startup: enable MIG mode, exclusions, memory warnings
-- ``allocation`` the plugin's MIG applier (guards + apply → MIG UUIDs)
+- ``holdings``  the MIG slots held on a node and the guards of an allocation (pure)
+- ``node``      what the plugin holds in mode ``mig``; its applier (guards + apply → MIG UUIDs)
 - ``inventory`` MIG identity for the monitor's ``hami_mig_device_info``
 """
 from vgpu.mig.errors import (

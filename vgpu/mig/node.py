@@ -2,8 +2,17 @@
 
 The daemon calls :func:`start_mig_node` right after GPU discovery and selection; it gets back
 the :class:`MigNode` and the GPUs to advertise (excluded ones removed, re-enumerated when MIG
-mode was switched on).  ``MigNode.applier`` is the ``mig`` argument of the Volcano allocator;
-``post_events`` puts one Warning Event per excluded GPU on the Node once API access exists.
+mode was switched on).  ``post_events`` puts one Warning Event per excluded GPU on the Node once
+API access exists.
+
+``MigNode.applier`` (:class:`MigAllocation`) is the ``mig`` argument of the Volcano allocator
+(mig.md §5.2–§5.3): the allocator matches the pod and the container, then hands it the
+container's ``UUID[group-pos]`` devices; it checks the guards (:mod:`vgpu.mig.holdings`),
+applies each GPU's group and returns the MIG UUIDs for ``NVIDIA_VISIBLE_DEVICES`` in the
+container's device order.  Every failure is a :class:`vgpu.mig.errors.MigError` whose text is
+the guard's or the apply's (``MIG instance GI … is in use; not reshaping``, ``MIG apply failed
+on …``); the plugin turns it into the pod Event and ``bind-phase=failed``.  Nothing here can
+end the process.
 """
 from __future__ import annotations
 
@@ -11,12 +20,50 @@ import logging
 from collections.abc import Callable, Sequence
 
 from vgpu.config.model import EffectiveConfig
-from vgpu.mig.allocation import MigAllocation
-from vgpu.mig.manager import MigManager
+from vgpu.mig.errors import MigError, MigGuardError
+from vgpu.mig.holdings import check_guards, holdings
+from vgpu.mig.manager import MigManager, slot_id
+from vgpu.mig.reconcile import ApplyResult
 from vgpu.mig.startup import EVENT_REASON_EXCLUDED, MigStartupReport, prepare_mig_gpus
 from vgpu.nvml.device import GpuInfo
+from vgpu.nvml.errors import NvmlError
+from vgpu.protocol import ContainerDevice
+from vgpu.protocol.pod_model import PodView
 
 log = logging.getLogger(__name__)
+
+
+class MigAllocation:
+    """The plugin's MIG applier: guards, then one apply per GPU, then the MIG UUIDs."""
+
+    def __init__(self, manager: MigManager, node_name: str | None = None) -> None:
+        self.manager = manager
+        self.node_name = node_name
+
+    def apply(self, devices: Sequence[ContainerDevice], pod: PodView, node_pods: Sequence[PodView]) -> list[str]:
+        """The MIG UUIDs of ``devices``, in order; raises :class:`MigError` (NVML errors included)."""
+        try:
+            return [r.device(d.mig.position).mig_uuid  # type: ignore[union-attr]
+                    for d, r in zip(devices, self.apply_devices(devices, pod, node_pods))]
+        except NvmlError as exc:
+            raise MigError(f"MIG apply failed: {exc}") from None
+
+    def apply_devices(self, devices: Sequence[ContainerDevice], pod: PodView,
+                      node_pods: Sequence[PodView]) -> list[ApplyResult]:
+        """Validate every slot, check the guards, then apply per device (raises ``MigError``)."""
+        for d in devices:
+            if d.mig is None:
+                raise MigGuardError(f"device {d.device_id} has no MIG group/position")
+            self.manager.slot(d.uuid, d.mig.group, d.mig.position)  # unknown group/position
+        check_guards(devices, holdings(pod, node_pods, self.node_name))
+        results = []
+        for d in devices:
+            assert d.mig is not None
+            result = self.manager.apply(d.uuid, d.mig.group)
+            log.info("pod %s: %s -> %s", pod.key, slot_id(d.uuid, d.mig.group, d.mig.position),
+                     result.device(d.mig.position).mig_uuid)
+            results.append(result)
+        return results
 
 
 class MigNode:

@@ -16,8 +16,8 @@ from vgpu.config.model import DeviceConfig
 from vgpu.kube.caches import node_pod_cache
 from vgpu.kube.client import KubeClient
 from vgpu.kube.watchcache import WatchCache
-from vgpu.plugin.podmatch import ResourceNames, requests_vgpu
 from vgpu.protocol import keys
+from vgpu.protocol.pod_model import ResourceNames, requests_vgpu
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 

@@ -7,7 +7,15 @@ Layout (NVIDIA k8s-device-plugin style: managers compute, servers are thin):
 - ``listwatch``     wire encoding and exact size of ListAndWatch messages (cached per GPU)
 - ``sizecheck``     the startup 4 MiB check naming the smallest ``gpuMemoryFactor``
 - ``resources``     ``ResourceManager``: one per resource; device list, health, payload, version
-- ``allocation``    the ``Allocator`` seam for Allocate / GetPreferredAllocation
+- ``responses``     the ``Allocator`` seam for Allocate / GetPreferredAllocation, the empty and
+                    unavailable allocators, and the one protobuf conversion of a container's answer
+- ``preference``    GetPreferredAllocation's choice of device IDs (steered to the candidate's GPUs)
+- ``allocator``     ``VolcanoAllocator``: Allocate as a sequence over the parts below (volcano-protocol.md §5)
+- ``matching``      pure candidate search, disambiguation and segment choice over the pod model
+- ``pod_writes``    what an Allocate writes back: progress, success, failure, Events, node lock
+- ``mig_seam``      the MIG applier the allocator calls, and MIG failures as ``AllocationError``
+- ``shortage``      the kubelet-side shortage diagnostic of GetPreferredAllocation (``VGPUKubeletShortage``)
+- ``volcano``       ``VolcanoSide``: API client, pod cache, node registration and the allocator
 - ``server``        ``DevicePluginServer``: gRPC on a unix socket over a manager + allocator
 - ``registration``  ``PluginSet``: serve, register, re-register on kubelet restarts, backoff
 - ``daemon``        ``PluginDaemon``: startup order, health loop, SIGHUP reload, SIGTERM

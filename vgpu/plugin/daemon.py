@@ -20,27 +20,24 @@ import signal
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from vgpu.config.model import MODE_MIG, ConfigError, EffectiveConfig
 from vgpu.configfiles import DEVICE_CONFIG_PATH, NODE_CONFIG_PATH, load_config
 from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
 from vgpu.kube.registrar import HandshakeMode
+from vgpu.mig.node import MigNode, start_mig_node
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import INIT_HINT, NvmlError
 from vgpu.nvml.health import GpuHealth, HealthInitError, HealthMonitor, XidPolicy
 from vgpu.nvml.library import init_nvml
-from vgpu.plugin.allocation import Allocator, EmptyAllocator, UnavailableAllocator
 from vgpu.plugin.api import KUBELET_SOCKET
 from vgpu.plugin.devices import ResourceKind, resource_specs
 from vgpu.plugin.registration import PluginSet
 from vgpu.plugin.resources import ResourceManager
+from vgpu.plugin.responses import Allocator, EmptyAllocator, UnavailableAllocator
 from vgpu.plugin.sizecheck import SizeCheckError, check_listandwatch_sizes
 from vgpu.plugin.volcano import VolcanoConfigError, VolcanoOptions, VolcanoSide
-
-if TYPE_CHECKING:
-    from vgpu.mig.node import MigNode
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +161,6 @@ class PluginDaemon:
 
     def _start_mig(self) -> int:
         """Mode mig (mig.md §5.1): MIG mode on, excluded GPUs dropped, the MIG applier ready."""
-        from vgpu.mig.node import start_mig_node
         opts = self.opts
 
         def rediscover() -> list[GpuInfo]:  # after a MIG mode change handles and minors may change

@@ -11,34 +11,11 @@ plugin restarts (the kubelet checkpoints allocated IDs).
 """
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from vgpu.config.model import EffectiveConfig
 from vgpu.nvml.device import GpuInfo
-
-
-class ResourceKind(enum.Enum):
-    NUMBER = "number"
-    MEMORY = "memory"
-    CORES = "cores"
-
-    @property
-    def socket_name(self) -> str:
-        """Fixed socket file names (decision 3): independent of the configured resource names."""
-        return f"nvidia-vgpu-{self.value}.sock"
-
-    @property
-    def config_key(self) -> str:
-        """The device-config.yaml key that names this resource (for error messages)."""
-        return {ResourceKind.NUMBER: "resourceCountName", ResourceKind.MEMORY: "resourceMemoryName",
-                ResourceKind.CORES: "resourceCoreName"}[self]
-
-    @property
-    def count_key(self) -> str:
-        """The config key that sets how many IDs each GPU gets (named by the size check)."""
-        return {ResourceKind.NUMBER: "deviceSplitCount", ResourceKind.MEMORY: "gpuMemoryFactor",
-                ResourceKind.CORES: "deviceCoreScaling"}[self]
+from vgpu.protocol.pod_model import ResourceKind  # the pod model's; the plugin serves one per kind
 
 
 ALL_KINDS = (ResourceKind.NUMBER, ResourceKind.MEMORY, ResourceKind.CORES)

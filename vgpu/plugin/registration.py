@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import grpc
 
-from vgpu.plugin.allocation import Allocator
 from vgpu.plugin.api import VERSION, pb, pb_grpc
 from vgpu.plugin.devices import ResourceKind
 from vgpu.plugin.resources import ResourceManager
+from vgpu.plugin.responses import Allocator
 from vgpu.plugin.server import DevicePluginServer
 
 log = logging.getLogger(__name__)

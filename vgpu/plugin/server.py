@@ -17,9 +17,9 @@ from concurrent import futures
 
 import grpc
 
-from vgpu.plugin.allocation import AllocationError, Allocator
 from vgpu.plugin.api import DEVICE_PLUGIN_SERVICE, pb
 from vgpu.plugin.resources import ResourceManager
+from vgpu.plugin.responses import AllocationError, Allocator
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,10 @@ from vgpu.kube.retry import RetryQueue
 from vgpu.kube.watchcache import WatchCache
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.health import GpuHealth
-from vgpu.plugin.allocate import MigApplier, VolcanoAllocator
-from vgpu.plugin.allocation import Allocator
+from vgpu.plugin.allocator import VolcanoAllocator
 from vgpu.plugin.devices import ResourceKind
+from vgpu.plugin.mig_seam import MigApplier
+from vgpu.plugin.responses import Allocator
 
 log = logging.getLogger(__name__)
 

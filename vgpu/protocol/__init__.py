@@ -2,7 +2,8 @@
 
 Modules: :mod:`keys` (every key and fixed value), :mod:`register` (node register records),
 :mod:`handshake`, :mod:`nodelock` (``hamivgpu``), :mod:`pod_devices` (``vgpu-ids-new`` /
-``devices-to-allocate``), :mod:`pod` (bind phase, vgpu-time, the annotation sets each side writes).
+``devices-to-allocate``), :mod:`pod` (bind phase, vgpu-time, the annotation sets each side writes),
+:mod:`pod_model` (what a pod asks of vGPU: its vGPU containers and the fields Allocate matches on).
 Strict decoders raise :class:`ProtocolError`; the ``*_as_volcano`` decoders reproduce what a Volcano
 scheduler accepts, for the scheduler emulator.
 """

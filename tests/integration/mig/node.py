@@ -13,16 +13,17 @@ import signal
 import threading
 from typing import Any
 
-from vgpu.config.loader import effective_config, parse_device_config
 from vgpu.config.device_config import default_device_config
+from vgpu.config.loader import effective_config, parse_device_config
 from vgpu.config.model import NodeConfig
 from vgpu.mig import MigError, MigManager, MigStep, prepare_mig_gpus
-from vgpu.mig.allocation import MigAllocation
+from vgpu.mig.node import MigAllocation
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NvmlError
 from vgpu.nvml.mig_calls import CI_PROFILE_FOR_SLICES, MigNvml
-from vgpu.plugin.allocation import AllocationError
-from vgpu.plugin.podmatch import ResourceNames, pod_view
+from vgpu.plugin.mig_seam import mig_visible_devices
+from vgpu.plugin.responses import AllocationError
+from vgpu.protocol.pod_model import ResourceNames, pod_view
 from vgpu.sim.fakenvml import write_json_atomic
 
 NAMES = ResourceNames("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
@@ -110,7 +111,8 @@ class Node:
         view = pod_view(pod, NAMES)
         devices = decode_pod_devices(view.annotations["volcano.sh/vgpu-ids-new"])[container]
         try:
-            return {"uuids": self.allocation.apply(devices, view, [pod_view(p, NAMES) for p in node_pods])}
+            return {"uuids": mig_visible_devices(self.allocation, devices, view,
+                                                 [pod_view(p, NAMES) for p in node_pods])}
         except AllocationError as exc:
             return {"error": str(exc)}
 

@@ -20,7 +20,7 @@ from vgpu.kube.retry import RetryQueue
 from vgpu.kube.watchcache import WatchCache
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.health import GpuHealth
-from vgpu.plugin.allocate import VolcanoAllocator
+from vgpu.plugin.allocator import VolcanoAllocator
 from vgpu.plugin.api import pb
 from vgpu.plugin.devices import ResourceKind, resource_specs
 from vgpu.plugin.resources import ResourceManager

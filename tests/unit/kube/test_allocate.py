@@ -7,10 +7,10 @@ import random
 import pytest
 
 from vgpu.kube import events as ev
-from vgpu.plugin.allocate import ERR_INIT, ERR_MULTIPLE, ERR_NO_POD, VolcanoAllocator
-from vgpu.plugin.allocation import AllocationError
+from vgpu.plugin.allocator import ERR_INIT, ERR_MULTIPLE, ERR_NO_POD, VolcanoAllocator
 from vgpu.plugin.api import pb
 from vgpu.plugin.devices import ResourceKind
+from vgpu.plugin.responses import AllocationError
 from vgpu.protocol import ContainerDevice, MigSlot, encode_pod_devices, keys, scheduler_allocation
 
 from .conftest import CORES, MEMORY, NODE, NUMBER, UUIDS, dev, gpu, make_config

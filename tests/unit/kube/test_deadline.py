@@ -8,7 +8,7 @@ import pytest
 
 from vgpu.kube.client import KubeClient, KubeDeadlineExceeded, KubeUnavailable
 from vgpu.kube.retry import call_with_retries
-from vgpu.plugin import allocate as allocate_mod
+from vgpu.plugin import allocator as allocate_mod
 from vgpu.plugin.devices import ResourceKind
 from vgpu.protocol import keys
 from vgpu.sim.apiserver import ApiServer

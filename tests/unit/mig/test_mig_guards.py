@@ -7,9 +7,9 @@ import pytest
 
 from tests.unit.scheduler.helpers import ctr, make_core, place, pod
 from vgpu.mig import MigGuardError
-from vgpu.mig.allocation import check_guards, holdings
-from vgpu.plugin.podmatch import PodView, ResourceNames, pod_view
+from vgpu.mig.holdings import check_guards, holdings
 from vgpu.protocol import RegisterRecord, consume_segment, decode_pod_devices, encode_register, keys
+from vgpu.protocol.pod_model import PodView, ResourceNames, pod_view
 
 NAMES = ResourceNames("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
 G0 = "GPU-00000000-6888-5063-1e4d-f2a09cfbf000"

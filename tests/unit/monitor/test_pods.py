@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from vgpu.monitor.pods import PodIndex, PodInfo, StaticPods
-from vgpu.plugin.podmatch import ResourceNames
+from vgpu.protocol.pod_model import ResourceNames
 
 from .helpers import new_uid, pod
 

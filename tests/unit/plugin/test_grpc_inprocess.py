@@ -15,11 +15,11 @@ import grpc
 import pytest
 
 from vgpu.nvml.health import GpuHealth
-from vgpu.plugin.allocation import EmptyAllocator
 from vgpu.plugin.api import pb
 from vgpu.plugin.daemon import build_managers, default_allocators
 from vgpu.plugin.devices import ResourceKind
 from vgpu.plugin.registration import Backoff, PluginSet
+from vgpu.plugin.responses import EmptyAllocator
 from vgpu.sim.kubelet import FakeKubelet
 
 from .dp_helpers import make_cfg, make_gpu

@@ -5,10 +5,11 @@ import grpc
 import pytest
 
 from vgpu.nvml.health import GpuHealth
-from vgpu.plugin.allocation import AllocationError, EmptyAllocator, UnavailableAllocator, preferred_ids
 from vgpu.plugin.api import pb
 from vgpu.plugin.devices import ResourceKind, resource_specs
+from vgpu.plugin.preference import preferred_ids
 from vgpu.plugin.resources import ResourceManager
+from vgpu.plugin.responses import AllocationError, EmptyAllocator, UnavailableAllocator
 
 from .dp_helpers import make_cfg, make_gpu
 

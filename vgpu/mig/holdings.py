@@ -1,22 +1,17 @@
-"""Allocate for ``UUID[group-pos]`` devices: guards, apply, MIG UUIDs (mig.md §5.2–§5.3).
+"""The MIG slots held on a node and the guards of an allocation (mig.md §5.2 step 2).
 
-:class:`MigAllocation` is the ``MigApplier`` of :mod:`vgpu.plugin.allocate`: the Volcano
-allocator matches the pod and the container, then hands this class the container's devices;
-it returns the MIG UUIDs for ``NVIDIA_VISIBLE_DEVICES`` in the container's device order.
-
-Guards (spec choice, mig.md §5.2 step 2), from the pod cache: every non-terminated pod on this
-node with ``bind-phase`` ``allocating`` or ``success`` holds the slots of its ``vgpu-ids-new``;
-for the pod being allocated only its already served containers count (their
-``devices-to-allocate`` segment is empty).  Then
+Guards (spec choice), from the pod cache: every non-terminated pod on this node with
+``bind-phase`` ``allocating`` or ``success`` holds the slots of its ``vgpu-ids-new``; for the pod
+being allocated only its already served containers count (their ``devices-to-allocate``
+segment is empty).  Then
 
 - a slot (GPU, group, position) already held → ``MIG position <pos> of group <g> on <uuid> is
   already assigned`` (known-failures G-5: the scheduler can give two containers of one pod the
   same position);
 - a GPU holding live assignments of another group → ``GPU <uuid> is in use by MIG group <other>``.
 
-Every failure is an :class:`AllocationError` whose text is the one above or the apply's
-(``MIG instance GI … is in use; not reshaping``, ``MIG apply failed on …``); the allocator
-turns it into the pod Event and ``bind-phase=failed``.  Nothing here can end the process.
+Both raise :class:`vgpu.mig.errors.MigGuardError`; the applier (:class:`vgpu.mig.node.MigAllocation`)
+checks them before it reshapes anything.
 """
 from __future__ import annotations
 
@@ -24,13 +19,9 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from vgpu.mig.errors import MigError, MigGuardError
-from vgpu.mig.manager import MigManager, slot_id
-from vgpu.mig.reconcile import ApplyResult
-from vgpu.nvml.errors import NvmlError
-from vgpu.plugin.allocation import AllocationError
-from vgpu.plugin.podmatch import PodView
+from vgpu.mig.errors import MigGuardError
 from vgpu.protocol import ContainerDevice, ProtocolError, decode_pod_devices, keys
+from vgpu.protocol.pod_model import PodView
 
 log = logging.getLogger(__name__)
 
@@ -90,37 +81,3 @@ def check_guards(devices: Sequence[ContainerDevice], held: Sequence[Holding]) ->
             raise MigGuardError(f"MIG position {d.mig.position} of group {d.mig.group} on {d.uuid} "
                                 "is already assigned")
         taken.add(key)
-
-
-class MigAllocation:
-    """The plugin's MIG applier: guards, then one apply per GPU, then the MIG UUIDs."""
-
-    def __init__(self, manager: MigManager, node_name: str | None = None) -> None:
-        self.manager = manager
-        self.node_name = node_name
-
-    def apply(self, devices: Sequence[ContainerDevice], pod: PodView, node_pods: Sequence[PodView]) -> list[str]:
-        try:
-            return [r.device(d.mig.position).mig_uuid  # type: ignore[union-attr]
-                    for d, r in zip(devices, self.apply_devices(devices, pod, node_pods))]
-        except MigError as exc:
-            raise AllocationError(str(exc)) from None
-        except NvmlError as exc:
-            raise AllocationError(f"MIG apply failed: {exc}") from None
-
-    def apply_devices(self, devices: Sequence[ContainerDevice], pod: PodView,
-                      node_pods: Sequence[PodView]) -> list[ApplyResult]:
-        """Validate every slot, check the guards, then apply per device (raises ``MigError``)."""
-        for d in devices:
-            if d.mig is None:
-                raise MigGuardError(f"device {d.device_id} has no MIG group/position")
-            self.manager.slot(d.uuid, d.mig.group, d.mig.position)  # unknown group/position
-        check_guards(devices, holdings(pod, node_pods, self.node_name))
-        results = []
-        for d in devices:
-            assert d.mig is not None
-            result = self.manager.apply(d.uuid, d.mig.group)
-            log.info("pod %s: %s -> %s", pod.key, slot_id(d.uuid, d.mig.group, d.mig.position),
-                     result.device(d.mig.position).mig_uuid)
-            results.append(result)
-        return results

@@ -1,25 +1,58 @@
-"""What Allocate needs to know about a pod, read once from its JSON (volcano-protocol.md §4, §5.1).
+"""The pod/request model: what a pod asks of vGPU, read once from its JSON (volcano-protocol.md §4, §5.1).
 
-Pure functions over plain pod dicts (as the pod cache holds them):
+Pure functions over plain pod dicts (as the pod caches hold them); no I/O.  The plugin matches
+Allocate calls on it, the monitor maps containers with it, ``vgpu inspect`` reports from it:
 
+- the three **resources** (:class:`ResourceKind`) and their configured names (:class:`ResourceNames`);
 - the **vGPU containers** of a pod: ``spec.containers`` in order, filtered to those with
   ``limits[count]`` or ``limits[memory]``; the k-th owns the k-th ``;`` segment (decision 6);
 - each container's **primary resource**: vgpu-number if it requests a count, else vgpu-memory;
-- the scalar annotations used for matching (``vgpu-node``, ``bind-phase``, ``vgpu-time``).
+- the scalar annotations used for matching (``vgpu-node``, ``bind-phase``, ``vgpu-time``) and the
+  decoded ``devices-to-allocate``.
 
-No decision about candidates lives here; that needs the allocator's journal and tombstones.
+No decision about candidates lives here; that needs the allocator's journal and tombstones
+(:mod:`vgpu.plugin.matching`).
 """
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import cached_property
 from typing import Any
 
 from vgpu.config.model import EffectiveConfig
-from vgpu.plugin.devices import ResourceKind
-from vgpu.protocol import keys, vgpu_time_sort_key
+from vgpu.protocol import keys
+from vgpu.protocol.errors import ProtocolError
+from vgpu.protocol.pod import vgpu_time_sort_key
+from vgpu.protocol.pod_devices import PodDevices, decode_pod_devices
+
+
+class ResourceKind(enum.Enum):
+    """The three vGPU resources the kubelet allocates (decision 2)."""
+
+    NUMBER = "number"
+    MEMORY = "memory"
+    CORES = "cores"
+
+    @property
+    def socket_name(self) -> str:
+        """Fixed socket file names (decision 3): independent of the configured resource names."""
+        return f"nvidia-vgpu-{self.value}.sock"
+
+    @property
+    def config_key(self) -> str:
+        """The device-config.yaml key that names this resource (for error messages)."""
+        return {ResourceKind.NUMBER: "resourceCountName", ResourceKind.MEMORY: "resourceMemoryName",
+                ResourceKind.CORES: "resourceCoreName"}[self]
+
+    @property
+    def count_key(self) -> str:
+        """The config key that sets how many IDs each GPU gets (named by the size check)."""
+        return {ResourceKind.NUMBER: "deviceSplitCount", ResourceKind.MEMORY: "gpuMemoryFactor",
+                ResourceKind.CORES: "deviceCoreScaling"}[self]
 
 _QUANTITY_RE = re.compile(r"([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
 _SUFFIX = {
@@ -176,6 +209,25 @@ class PodView:
     def order_key(self) -> tuple[int, str, str]:
         """Rules 2 then 3: smallest ``vgpu-time``, oldest ``creationTimestamp``, then ``namespace/name``."""
         return (self.time_key, self.creation, self.key)
+
+    @cached_property
+    def to_allocate(self) -> PodDevices | ProtocolError:
+        """``devices-to-allocate`` decoded (one segment per vGPU container), or why it cannot be.
+
+        Decoded once per view; a view stands for one resourceVersion of the pod, so a PATCH
+        (a new resourceVersion) gets a new view and a fresh decode."""
+        dta = self.devices_to_allocate
+        if dta is None:
+            return ProtocolError(keys.DEVICES_TO_ALLOCATE, "", "missing on a pod with bind-phase=allocating")
+        try:
+            got = decode_pod_devices(dta)
+        except ProtocolError as exc:
+            return exc
+        if len(got) != len(self.containers):
+            return ProtocolError(keys.DEVICES_TO_ALLOCATE, "",
+                                 f"has {len(got)} segment(s) but the pod has {len(self.containers)} "
+                                 "container(s) requesting vGPU", dta)
+        return got
 
 
 def pod_view(pod: Mapping[str, Any], names: ResourceNames) -> PodView:
