@@ -39,8 +39,8 @@ from vgpu.monitor.core import Monitor
 from vgpu.monitor.daemon import open_nvml
 from vgpu.monitor.host import HostSource
 from vgpu.monitor.pods import StaticPods
-from vgpu.sim import fakenvml
 from vgpu.sim.apiserver import ApiServer
+from vgpu.sim.nvml import fakenvml
 
 PROCS = [(pid, [64 + pid, 32 + pid]) for pid in range(1, 5)]  # 4 processes x 2 GPUs (MiB)
 UTIL = {(1, 0): 10, (2, 1): 20, (3, 0): 5}

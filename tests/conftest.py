@@ -12,7 +12,7 @@ from typing import NoReturn
 import pytest
 
 from tests.support.processes import subprocess_env  # noqa: F401 - imported from here by many tests
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 
 @pytest.fixture

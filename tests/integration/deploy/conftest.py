@@ -45,7 +45,7 @@ def run_allocation_flow(cluster):
     lock release), and a pod nobody scheduled (Allocate fails, the plugin posts an Event).
     """
     from vgpu.protocol import keys
-    from vgpu.sim.admission import pod_manifest
+    from vgpu.sim.kubelet.admission import pod_manifest
 
     from tests.integration.volcano.conftest import MEMORY, NUMBER
 

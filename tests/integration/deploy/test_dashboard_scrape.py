@@ -23,7 +23,7 @@ from tests.integration.volcano.conftest import MEMORY, NODE, NUMBER, UUID0, UUID
 from tests.unit.deploy.test_dashboard import queried_metrics
 from vgpu.hamicore.writer import RegionWriter
 from vgpu.protocol import allocation_progress, decode_pod_devices, keys, scheduler_allocation
-from vgpu.sim.admission import pod_manifest
+from vgpu.sim.kubelet.admission import pod_manifest
 
 from .conftest import wait_until
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support.processes import REPO_ROOT, python_child_env
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 CHILD = r"""
 import ctypes, json, sys, threading, time, traceback

@@ -23,7 +23,7 @@ from vgpu.nvml.errors import NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, 
 from vgpu.nvml.mig_native import CI_PROFILE_FOR_SLICES, MigNvml
 from vgpu.plugin.allocation import AllocationError
 from vgpu.plugin.podmatch import ResourceNames, pod_view
-from vgpu.sim.fakenvml import write_json_atomic
+from vgpu.sim.nvml.fakenvml import write_json_atomic
 
 NAMES = ResourceNames("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.unit.monitor.helpers import UUIDS
-from vgpu.sim import fakenvml
 from vgpu.sim.apiserver import ApiServer
+from vgpu.sim.nvml import fakenvml
 
 from .process import MonitorProcess
 

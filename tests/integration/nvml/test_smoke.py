@@ -8,7 +8,7 @@ import sys
 
 from tests.conftest import subprocess_env
 from vgpu.nvml import smoke
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 
 def test_smoke_report_against_the_fake_library(tmp_path):

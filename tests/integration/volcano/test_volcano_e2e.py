@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from vgpu.protocol import decode_register, decode_register_as_volcano, keys
-from vgpu.sim.admission import pod_manifest
+from vgpu.sim.kubelet.admission import pod_manifest
 
 from .conftest import CORES, MEMORY, NODE, NUMBER, UUID0, UUID1, a100
 

@@ -25,7 +25,7 @@ from vgpu.kube.watchcache import newer_or_equal, resource_version_of
 from vgpu.protocol import keys
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
-from vgpu.sim.scheduler_model import SchedulerConfig
+from vgpu.sim.scheduler.model import SchedulerConfig
 
 from .conftest import NODE, gpu, make_config
 

@@ -11,7 +11,7 @@ import pytest
 from vgpu.monitor.core import Monitor
 from vgpu.monitor.daemon import open_nvml
 from vgpu.monitor.pods import PodIndex, StaticPods
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 
 

@@ -11,8 +11,8 @@ Tests and ``vgpu demo`` run the real plugin, the scheduler emulator and kubectl 
     server.stop()                          # ends open watches at once
 
 The HTTP layer here only frames requests and responses (HTTP/1.1 keep-alive, chunked watch
-streams of newline-delimited JSON); routing and semantics live in ``apihandlers`` and
-``apistore``. ``stop()`` shuts every open connection, so clients see the server vanish
+streams of newline-delimited JSON); routing and semantics live in ``handlers`` and
+``store``. ``stop()`` shuts every open connection, so clients see the server vanish
 exactly like a crashed apiserver; ``start(port=same)`` brings it back with the same store.
 """
 from __future__ import annotations
@@ -29,12 +29,12 @@ from typing import Any
 
 import yaml
 
-from vgpu.sim import apierrors
-from vgpu.sim.apierrors import ApiError
-from vgpu.sim.apifaults import FaultRule, Faults, RequestLog, RequestRecord
-from vgpu.sim.apihandlers import Handlers, Request, Response, route, verb_of
-from vgpu.sim.apistore import Store
-from vgpu.sim.apiwatch import CLOSED, WatchEvent, dumps
+from vgpu.sim.apiserver import errors
+from vgpu.sim.apiserver.errors import ApiError
+from vgpu.sim.apiserver.faults import FaultRule, Faults, RequestLog, RequestRecord
+from vgpu.sim.apiserver.handlers import Handlers, Request, Response, route, verb_of
+from vgpu.sim.apiserver.store import Store
+from vgpu.sim.apiserver.watch import CLOSED, WatchEvent, dumps
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
                 resp.headers["Retry-After"] = str(exc.retry_after)
         except Exception as exc:  # a bug in the simulator must not kill the connection silently
             log.exception("simulated API server failed on %s %s", self.command, self.path)
-            err = apierrors.internal(f"{type(exc).__name__}: {exc}")
+            err = errors.internal(f"{type(exc).__name__}: {exc}")
             resp = Response(500, dumps(err.status()))
         api._record(req, verb, resource, namespace, name, resp.code)
         if resp.watcher is not None:
@@ -234,13 +234,13 @@ def _fault_error(fault: FaultRule, resource: str, name: str | None) -> ApiError:
     qualified = resource or "resource"
     if fault.message is None:
         if code == 404:
-            err = apierrors.not_found(qualified, name or "")
+            err = errors.not_found(qualified, name or "")
         elif code == 409:
-            err = apierrors.conflict(qualified, name or "", apierrors.STALE)
+            err = errors.conflict(qualified, name or "", errors.STALE)
         elif code == 410:
-            err = apierrors.gone("too old resource version (injected)")
+            err = errors.gone("too old resource version (injected)")
         elif code == 500:
-            err = apierrors.internal("injected fault")
+            err = errors.internal("injected fault")
         elif code == 503:
             err = ApiError(503, "the server is currently unable to handle the request", "ServiceUnavailable")
         elif code == 429:

@@ -1,7 +1,7 @@
 """Registry rules of the simulated API server: how a create, update, binding or delete changes an object.
 
 Like the real apiserver's per-resource "strategies", these are pure functions of the request
-and the current object — no locks, no storage — so ``apistore`` only decides *when* and
+and the current object — no locks, no storage — so ``store`` only decides *when* and
 *where* a change is committed:
 
 - create: the server owns uid, creationTimestamp, resourceVersion and (pods) generation;
@@ -21,9 +21,9 @@ import time
 import uuid
 from typing import Any
 
-from vgpu.sim import apierrors, apiresources
-from vgpu.sim.apiresources import ResourceType
-from vgpu.sim.apiwatch import Stored, dumps
+from vgpu.sim.apiserver import errors, resources
+from vgpu.sim.apiserver.resources import ResourceType
+from vgpu.sim.apiserver.watch import Stored, dumps
 
 _META_ORDER = ("name", "generateName", "namespace", "uid", "resourceVersion", "generation",
                "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
@@ -42,7 +42,7 @@ def canonical(obj: Any, what: str = "object") -> Any:
     try:
         return json.loads(dumps(obj))
     except (TypeError, ValueError) as exc:
-        raise apierrors.bad_request(f"{what} is not valid JSON: {exc}") from None
+        raise errors.bad_request(f"{what} is not valid JSON: {exc}") from None
 
 
 def ordered(obj: dict[str, Any]) -> dict[str, Any]:
@@ -59,22 +59,22 @@ def prepare_body(rt: ResourceType, obj: Any, namespace: str | None) -> dict[str,
     """Copy a request body, check kind and namespace against the request, stamp kind/apiVersion."""
     obj = canonical(obj)
     if not isinstance(obj, dict):
-        raise apierrors.bad_request(f"a {rt.kind} must be a JSON object")
+        raise errors.bad_request(f"a {rt.kind} must be a JSON object")
     meta = obj.get("metadata")
     if meta is None:
         meta = obj["metadata"] = {}
     if not isinstance(meta, dict):
-        raise apierrors.bad_request("metadata must be an object")
+        raise errors.bad_request("metadata must be an object")
     kind = obj.get("kind")
     if kind not in (None, "", rt.kind):
-        raise apierrors.bad_request(f"the kind of the object ({kind}) does not match {rt.kind}")
+        raise errors.bad_request(f"the kind of the object ({kind}) does not match {rt.kind}")
     obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
     if rt.namespaced:
         body_ns = meta.get("namespace")
         if namespace is None:
             namespace = body_ns or "default"
         elif body_ns and body_ns != namespace:
-            raise apierrors.bad_request("the namespace of the provided object does not match the namespace "
+            raise errors.bad_request("the namespace of the provided object does not match the namespace "
                                         "sent on the request")
         meta["namespace"] = namespace
     else:
@@ -88,7 +88,7 @@ def assign_name(rt: ResourceType, meta: dict[str, Any]) -> str:
     if not name:
         prefix = meta.get("generateName")
         if not prefix:
-            raise apierrors.invalid(rt.kind, "", [("metadata.name", "FieldValueRequired",
+            raise errors.invalid(rt.kind, "", [("metadata.name", "FieldValueRequired",
                                                    "Required value: name or generateName is required")])
         name = str(prefix) + "".join(random.choice(_NAME_CHARS) for _ in range(5))
     meta["name"] = name
@@ -104,36 +104,36 @@ def finish_create(rt: ResourceType, obj: dict[str, Any], now: str, name_causes: 
         meta.pop(drop, None)
     if rt.has_generation:
         meta["generation"] = 1
-    apiresources.normalize(rt.kind, obj)
-    defaulter = apiresources.DEFAULTERS.get(rt.kind)
+    resources.normalize(rt.kind, obj)
+    defaulter = resources.DEFAULTERS.get(rt.kind)
     if defaulter:
         defaulter(obj)
-    causes = list(name_causes) + apiresources.validate(rt.kind, obj)
+    causes = list(name_causes) + resources.validate(rt.kind, obj)
     if causes:
-        raise apierrors.invalid(rt.kind, meta["name"], causes)
+        raise errors.invalid(rt.kind, meta["name"], causes)
 
 
 def prepare_update(rt: ResourceType, cur: Stored, new: Any, subresource: str | None) -> dict[str, Any]:
     """The object an update (or patch result) ``new`` turns ``cur`` into, or an ApiError."""
     old = cur.obj
     if not isinstance(new, dict):
-        raise apierrors.invalid(rt.kind, cur.name, [("", "FieldValueInvalid", "Invalid value: not an object")])
+        raise errors.invalid(rt.kind, cur.name, [("", "FieldValueInvalid", "Invalid value: not an object")])
     meta = new.get("metadata")
     if not isinstance(meta, dict):
         meta = new["metadata"] = {}
     old_meta = old["metadata"]
     if meta.get("name", cur.name) != cur.name:
-        raise apierrors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name "
+        raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name "
                                     f"on the URL ({cur.name})")
     if rt.namespaced and meta.get("namespace", cur.namespace) != cur.namespace:
-        raise apierrors.bad_request("the namespace of the provided object does not match the namespace sent "
+        raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
                                     "on the request")
     rv = meta.get("resourceVersion")
     if rv not in (None, "") and str(rv) != str(cur.rv):
-        raise apierrors.conflict(rt.qualified, cur.name, apierrors.STALE)
+        raise errors.conflict(rt.qualified, cur.name, errors.STALE)
     uid = meta.get("uid")
     if uid not in (None, "") and uid != old_meta.get("uid"):
-        raise apierrors.conflict(rt.qualified, cur.name,
+        raise errors.conflict(rt.qualified, cur.name,
                                  f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
                                  f"{old_meta.get('uid')}")
     for key in _IDENTITY:
@@ -151,12 +151,12 @@ def prepare_update(rt: ResourceType, cur: Stored, new: Any, subresource: str | N
             new.pop(keep, None)
         if subresource == "status" and "ownerReferences" in old_meta:
             meta["ownerReferences"] = old_meta["ownerReferences"]
-    apiresources.normalize(rt.kind, new)
-    causes = apiresources.validate(rt.kind, new)
+    resources.normalize(rt.kind, new)
+    causes = resources.validate(rt.kind, new)
     if rt.kind == "Pod" and subresource != "status":
-        causes = apiresources.pod_update_causes(old, new) + causes
+        causes = resources.pod_update_causes(old, new) + causes
     if causes:
-        raise apierrors.invalid(rt.kind, cur.name, causes)
+        raise errors.invalid(rt.kind, cur.name, causes)
     if rt.has_generation and new.get("spec") != old.get("spec"):
         meta["generation"] = int(old_meta.get("generation", 1)) + 1
     return new
@@ -166,14 +166,14 @@ def parse_binding(namespace: str, binding: Any, pod_name: str | None) -> tuple[s
     """(pod name, node, annotations, uid precondition) of a Binding body, or 400/422."""
     binding = canonical(binding, "Binding")
     if not isinstance(binding, dict):
-        raise apierrors.bad_request("a Binding must be a JSON object")
+        raise errors.bad_request("a Binding must be a JSON object")
     meta = binding.get("metadata") or {}
     name = meta.get("name") or pod_name or ""
     if pod_name and meta.get("name") and meta["name"] != pod_name:
-        raise apierrors.bad_request(f"the name of the object ({meta['name']}) does not match the name on "
+        raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on "
                                     f"the URL ({pod_name})")
     if meta.get("namespace") and meta["namespace"] != namespace:
-        raise apierrors.bad_request("the namespace of the provided object does not match the namespace sent "
+        raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
                                     "on the request")
     target = binding.get("target") or {}
     node = target.get("name") if isinstance(target, dict) else None
@@ -186,7 +186,7 @@ def parse_binding(namespace: str, binding: Any, pod_name: str | None) -> tuple[s
         causes.append(("target.kind", "FieldValueNotSupported",
                        f'Unsupported value: "{target.get("kind")}": supported values: "Node", ""'))
     if causes:
-        raise apierrors.invalid("Binding", name, causes)
+        raise errors.invalid("Binding", name, causes)
     return name, str(node), dict(meta.get("annotations") or {}), str(meta.get("uid") or "")
 
 
@@ -194,20 +194,20 @@ def bound_pod(cur: Stored, node: str, annotations: dict[str, str], uid: str, now
     """The pod after a binding (409 when already bound, being deleted, or another uid)."""
     name, meta = cur.name, cur.obj["metadata"]
     if uid and uid != meta.get("uid"):
-        raise apierrors.conflict("pods/binding", name, f"Precondition failed: UID in precondition: {uid}, "
+        raise errors.conflict("pods/binding", name, f"Precondition failed: UID in precondition: {uid}, "
                                                        f"UID in object meta: {meta.get('uid')}")
     if meta.get("deletionTimestamp"):
-        raise apierrors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+        raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
     assigned = (cur.obj.get("spec") or {}).get("nodeName")
     if assigned:
-        raise apierrors.conflict("pods/binding", name, f'pod {name} is already assigned to node "{assigned}"')
+        raise errors.conflict("pods/binding", name, f'pod {name} is already assigned to node "{assigned}"')
     new = cur.copy()
     new.setdefault("spec", {})["nodeName"] = node
     if annotations:
         new["metadata"].setdefault("annotations", {}).update(annotations)
-    causes = apiresources.validate("Pod", new)
+    causes = resources.validate("Pod", new)
     if causes:
-        raise apierrors.invalid("Pod", name, causes)
+        raise errors.invalid("Pod", name, causes)
     status = new.setdefault("status", {})
     conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
     conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
@@ -219,10 +219,10 @@ def check_delete_preconditions(rt: ResourceType, cur: Stored, pre: dict[str, Any
     pre = pre or {}
     meta = cur.obj["metadata"]
     if pre.get("uid") and pre["uid"] != meta.get("uid"):
-        raise apierrors.conflict(rt.qualified, cur.name, f"Precondition failed: UID in precondition: "
+        raise errors.conflict(rt.qualified, cur.name, f"Precondition failed: UID in precondition: "
                                                          f"{pre['uid']}, UID in object meta: {meta.get('uid')}")
     if pre.get("resourceVersion") and str(pre["resourceVersion"]) != str(cur.rv):
-        raise apierrors.conflict(rt.qualified, cur.name, f"Precondition failed: ResourceVersion in precondition: "
+        raise errors.conflict(rt.qualified, cur.name, f"Precondition failed: ResourceVersion in precondition: "
                                                          f"{pre['resourceVersion']}, ResourceVersion in object "
                                                          f"meta: {cur.rv}")
 

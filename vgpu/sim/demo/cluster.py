@@ -5,7 +5,7 @@ Everything lives under one temp directory (sockets, HOOK_PATH, configs, logs) th
 :meth:`DemoCluster.close` removes after every child has exited.  The kubelet's jobs that our
 processes can observe are played here: registering the Node object, copying the device
 plugins' healthy counts into ``status.allocatable`` (its status loop), and pod admission
-(:class:`vgpu.sim.admission.Admitter`).
+(:class:`vgpu.sim.kubelet.admission.Admitter`).
 
 One deviation from "everything in the temp dir": Allocate creates ``/tmp/vgpulock`` (the fixed
 HAMi-core lock directory, hami-core.md §2) if it is missing, exactly as on a real node; it is
@@ -31,14 +31,14 @@ from kubernetes import client as k8s
 
 from vgpu.config.mig_defaults import geometries_as_data
 from vgpu.protocol import keys
-from vgpu.sim import fakenvml
-from vgpu.sim.admission import Admitter, node_status_from_kubelet, update_node_resources
 from vgpu.sim.apiserver import ApiServer
-from vgpu.sim.demo_options import DemoOptions, NodeSpec
-from vgpu.sim.demo_procs import ChildProcess, ComponentFailed, child_env
+from vgpu.sim.demo.children import ChildProcess, ComponentFailed, child_env
+from vgpu.sim.demo.options import DemoOptions, NodeSpec
 from vgpu.sim.kubelet import FakeKubelet
+from vgpu.sim.kubelet.admission import Admitter, node_status_from_kubelet, update_node_resources
+from vgpu.sim.nvml import fakenvml
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
-from vgpu.sim.scheduler_model import SchedulerConfig
+from vgpu.sim.scheduler.model import SchedulerConfig
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from vgpu.config.model import (
     MigGroup,
 )
 from vgpu.protocol import keys
-from vgpu.sim.scheduler_versions import VersionSwitches, switches_for
+from vgpu.sim.scheduler.versions import VersionSwitches, switches_for
 
 POLICIES = ("", "binpack", "spread")
 

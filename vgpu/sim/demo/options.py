@@ -31,7 +31,7 @@ from typing import Any
 
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 from vgpu.config.model import MODE_HAMI_CORE, MODE_MIG
-from vgpu.sim.scheduler_versions import normalize_version, switches_for
+from vgpu.sim.scheduler.versions import normalize_version, switches_for
 
 MODES = (MODE_HAMI_CORE, MODE_MIG)
 POLICIES = ("binpack", "spread", "none")

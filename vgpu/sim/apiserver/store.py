@@ -14,7 +14,7 @@ Semantics follow the real apiserver + etcd where code under test can observe the
   deleted gracefully (``graceful_pod_deletion=True``) like a real kubelet-backed cluster.
 
 The per-resource rules of a change (defaults, validation, conflicts, the status split,
-binding) are in ``apistrategy``; this module decides when a change is committed and who
+binding) are in ``strategy``; this module decides when a change is committed and who
 hears about it. Deliberate simplifications: namespaces are created on first use and
 deleting one deletes its objects at once; paginated lists continue from the live state
 instead of a consistent snapshot; no admission plugins beyond the registry defaults.
@@ -32,15 +32,14 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from vgpu.sim import apierrors, apiresources
-from vgpu.sim import apistrategy as strategy
-from vgpu.sim.apierrors import ApiError
-from vgpu.sim.apiresources import ResourceType, storage_type
-from vgpu.sim.apistrategy import canonical, ordered
-from vgpu.sim.apiwatch import Change, Stored, Watcher, WatchEvent, dumps
-from vgpu.sim.patching import PatchError, json_patch, merge_patch, parse_patch_body, strategic_merge_patch
-from vgpu.sim.selectors import (FieldSelector, LabelSelector, SelectorError, parse_field_selector,
-                                parse_label_selector)
+from vgpu.sim.apiserver import errors, resources, strategy
+from vgpu.sim.apiserver.errors import ApiError
+from vgpu.sim.apiserver.patching import PatchError, json_patch, merge_patch, parse_patch_body, strategic_merge_patch
+from vgpu.sim.apiserver.resources import ResourceType, storage_type
+from vgpu.sim.apiserver.selectors import (FieldSelector, LabelSelector, SelectorError, parse_field_selector,
+                                          parse_label_selector)
+from vgpu.sim.apiserver.strategy import canonical, ordered
+from vgpu.sim.apiserver.watch import Change, Stored, Watcher, WatchEvent, dumps
 
 T = TypeVar("T")
 Key = tuple[str, str]  # (namespace or "", name)
@@ -56,13 +55,13 @@ def compile_selectors(rt: ResourceType, field_text: str | None,
         fields = parse_field_selector(field_text)
         labels = parse_label_selector(label_text)
     except SelectorError as exc:
-        raise apierrors.bad_request(str(exc)) from None
+        raise errors.bad_request(str(exc)) from None
     if not fields.empty:
         reqs = []
         for r in fields.requirements:
             key = rt.field_aliases.get(r.key, r.key)
             if key not in rt.fields:
-                raise apierrors.bad_request(f'field label not supported: {r.key}')
+                raise errors.bad_request(f'field label not supported: {r.key}')
             reqs.append(type(r)(key, r.value, r.negate))
         fields = FieldSelector(tuple(reqs))
     return fields, labels
@@ -78,7 +77,7 @@ def _decode_continue(token: str) -> tuple[int, Key]:
         ns, name = doc["start"]
         return int(doc["rv"]), (str(ns), str(name))
     except (ValueError, KeyError, TypeError):
-        raise apierrors.bad_request(f"continue key is not valid: {token!r}") from None
+        raise errors.bad_request(f"continue key is not valid: {token!r}") from None
 
 
 class Store:
@@ -92,8 +91,8 @@ class Store:
         self._lock = threading.RLock()
         self.changed = threading.Condition(self._lock)
         self._generation = 0  # bumped with every notify of ``changed`` (see wait_for)
-        self._objects: dict[str, dict[Key, Stored]] = {k: {} for k in apiresources.STORAGE}
-        self._watchers: dict[str, list[Watcher]] = {k: [] for k in apiresources.STORAGE}
+        self._objects: dict[str, dict[Key, Stored]] = {k: {} for k in resources.STORAGE}
+        self._watchers: dict[str, list[Watcher]] = {k: [] for k in resources.STORAGE}
         self._pods_by_node: dict[str, set[Key]] = collections.defaultdict(set)
         self._history: collections.deque[Change] = collections.deque()
         self._history_size = max(1, history_size)
@@ -112,7 +111,7 @@ class Store:
     def _key(self, rt: ResourceType, namespace: str | None, name: str) -> Key:
         if rt.namespaced:
             if not namespace:
-                raise apierrors.bad_request(f"{rt.plural} are namespaced: a namespace is required")
+                raise errors.bad_request(f"{rt.plural} are namespaced: a namespace is required")
             return (namespace, name)
         return ("", name)
 
@@ -159,7 +158,7 @@ class Store:
         with self._lock:
             stored = self._objects[resource].get(self._key(rt, namespace, name))
         if stored is None:
-            raise apierrors.not_found(rt.qualified, name)
+            raise errors.not_found(rt.qualified, name)
         return stored
 
     def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any]:
@@ -184,14 +183,14 @@ class Store:
         try:
             want = int(resource_version)
         except ValueError:
-            raise apierrors.bad_request(f"invalid resource version: {resource_version!r}") from None
+            raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
         if want > self._rv:
             raise ApiError(504, f"Too large resource version: {want}, current: {self._rv}", "Timeout",
                            {"causes": [{"reason": "ResourceVersionTooLarge",
                                         "message": "Too large resource version"}],
                             "retryAfterSeconds": 1})
         if match == "Exact" and want != self._rv:
-            raise apierrors.gone(f"too old resource version: {want} ({self._rv})")
+            raise errors.gone(f"too old resource version: {want} ({self._rv})")
 
     def list_stored(self, resource: str, namespace: str | None = None,
                     fields: FieldSelector = FieldSelector(), labels: LabelSelector = LabelSelector(), *,
@@ -207,7 +206,7 @@ class Store:
             if continue_token:
                 token_rv, start = _decode_continue(continue_token)
                 if token_rv < self._compacted:
-                    raise apierrors.gone("The provided continue parameter is too old to display a consistent "
+                    raise errors.gone("The provided continue parameter is too old to display a consistent "
                                          "list result. You can start a new list without the continue "
                                          "parameter.")
                 list_rv = token_rv
@@ -257,10 +256,10 @@ class Store:
         meta = obj["metadata"]
         with self._lock:
             name = strategy.assign_name(rt, meta)
-            name_causes = apiresources.validate_name(rt.kind, name)
+            name_causes = resources.validate_name(rt.kind, name)
             key = self._key(rt, meta.get("namespace"), name)
             if not name_causes and key in self._objects[resource]:
-                raise apierrors.already_exists(rt.qualified, name)
+                raise errors.already_exists(rt.qualified, name)
             strategy.finish_create(rt, obj, self._now(), name_causes)
             if dry_run:
                 return Stored(ordered(obj), self._rv)
@@ -293,13 +292,13 @@ class Store:
         obj = strategy.prepare_body(rt, obj, namespace)
         name = obj["metadata"].get("name")
         if not name:
-            raise apierrors.invalid(rt.kind, "", [("metadata.name", "FieldValueRequired", "Required value")])
+            raise errors.invalid(rt.kind, "", [("metadata.name", "FieldValueRequired", "Required value")])
         with self._lock:
             cur = self._objects[resource].get(self._key(rt, obj["metadata"].get("namespace"), name))
             if cur is None:
                 if rt.create_on_update and subresource is None:
                     return self.create_stored(resource, obj, dry_run=dry_run), True
-                raise apierrors.not_found(rt.qualified, name)
+                raise errors.not_found(rt.qualified, name)
             new = strategy.prepare_update(rt, cur, obj, subresource)
             return self._commit_update(resource, cur, new, dry_run), False
 
@@ -315,7 +314,7 @@ class Store:
         """Patch; ``view`` = (to API shape, back to storage shape) when the API differs from storage."""
         rt = storage_type(resource)
         if patch_type not in PATCH_TYPES:
-            raise apierrors.unsupported_media_type(patch_type)
+            raise errors.unsupported_media_type(patch_type)
         try:
             if isinstance(patch, (bytes, str)):
                 patch = parse_patch_body(patch, list if patch_type == "json" else dict)
@@ -326,7 +325,7 @@ class Store:
         with self._lock:
             cur = self._objects[resource].get(self._key(rt, namespace, name))
             if cur is None:
-                raise apierrors.not_found(rt.qualified, name)
+                raise errors.not_found(rt.qualified, name)
             base = cur.copy() if view is None else view[0](cur.copy())
             try:
                 if patch_type == "merge":
@@ -358,7 +357,7 @@ class Store:
         with self._lock:
             cur = self._objects["pods"].get((namespace, name))
             if cur is None:
-                raise apierrors.not_found("pods", name)
+                raise errors.not_found("pods", name)
             new = strategy.bound_pod(cur, node, annotations, uid, self._now())
             return self._commit("pods", (namespace, name), new, "MODIFIED", cur)
 
@@ -381,7 +380,7 @@ class Store:
             key = self._key(rt, namespace, name)
             cur = self._objects[resource].get(key)
             if cur is None:
-                raise apierrors.not_found(rt.qualified, name)
+                raise errors.not_found(rt.qualified, name)
             strategy.check_delete_preconditions(rt, cur, preconditions)
             meta = cur.obj["metadata"]
             graceful = resource == "pods" and self.graceful_pod_deletion
@@ -399,7 +398,7 @@ class Store:
                 return cur, True
             if resource == "namespaces":
                 for table_name, table in self._objects.items():
-                    if apiresources.STORAGE[table_name].namespaced:
+                    if resources.STORAGE[table_name].namespaced:
                         for k in [k for k in table if k[0] == name]:
                             self._commit(table_name, k, table[k].copy(), "DELETED", table[k])
             return self._commit(resource, key, cur.copy(), "DELETED", cur), True
@@ -423,7 +422,7 @@ class Store:
             try:
                 since = int(resource_version)  # type: ignore[arg-type]
             except ValueError:
-                raise apierrors.bad_request(f"invalid resource version: {resource_version!r}") from None
+                raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
         w = Watcher(resource, namespace, fields, labels, lambda obj, k: rt.fields[k](obj))
         with self._lock:
             initial = send_initial_events if send_initial_events is not None else since is None
@@ -440,7 +439,7 @@ class Store:
                 # With initial events the version only means "not older than": the current state serves.
                 if not initial and since < self._compacted:
                     oldest = self._history[0].rv if self._history else self._rv + 1
-                    w.put(WatchEvent("ERROR", error=apierrors.gone(
+                    w.put(WatchEvent("ERROR", error=errors.gone(
                         f"too old resource version: {since} ({oldest - 1})").status()))
                     w.close()
                     return w

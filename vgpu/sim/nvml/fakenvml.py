@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 DEFAULT_BUILD_PATH = REPO_ROOT / "build" / "fakenvml" / "libnvidia-ml.so.1"
 
 

@@ -2,7 +2,7 @@
 
 Two layers:
 
-* :class:`vgpu.sim.scheduler_core.SchedulerCore` — pure: node decode, handshake decisions, the
+* :class:`vgpu.sim.scheduler.core.SchedulerCore` — pure: node decode, handshake decisions, the
   device ledger, fit/score, Allocate/Release. Unit-tested without any server.
 * :class:`VolcanoSchedulerEmulator` (this module) — lists and watches Nodes, lists Pods, feeds the
   core, and performs the writes Volcano performs through the official ``kubernetes`` client:
@@ -38,8 +38,8 @@ from vgpu.protocol import (
     keys,
     node_lock_expired,
 )
-from vgpu.sim.scheduler_core import AllocationError, AllocationPlan, NodeDecision, SchedulerCore
-from vgpu.sim.scheduler_model import PodView, SchedulerConfig
+from vgpu.sim.scheduler.core import AllocationError, AllocationPlan, NodeDecision, SchedulerCore
+from vgpu.sim.scheduler.model import PodView, SchedulerConfig
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class VolcanoSchedulerEmulator:
     """A Volcano scheduler with the ``deviceshare`` vGPU plugin, against a real or simulated API server.
 
     ``api`` is a ``kubernetes.client.CoreV1Api``. ``config`` holds the version and scheduler args
-    (:class:`~vgpu.sim.scheduler_model.SchedulerConfig`). Pods with ``spec.schedulerName ==
+    (:class:`~vgpu.sim.scheduler.model.SchedulerConfig`). Pods with ``spec.schedulerName ==
     scheduler_name`` and no node are scheduled, oldest first.
     """
 

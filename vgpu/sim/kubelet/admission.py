@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 
 from vgpu.plugin.api import pb
-from vgpu.sim.kubelet import FakeKubelet, PluginClient
+from vgpu.sim.kubelet.device_manager import FakeKubelet, PluginClient
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """What `vgpu demo` shows and returns: the status tables, the checks, the summary and the JSON.
 
-Pure functions over the demo's state (:class:`DemoState`); the flow in :mod:`vgpu.sim.demo`
+Pure functions over the demo's state (:class:`DemoState`); the flow in :mod:`vgpu.sim.demo.flow`
 fills that state in, the printer draws the lines built here.
 """
 from __future__ import annotations
@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.protocol import ProtocolError, decode_pod_devices, decode_register, keys
-from vgpu.sim.demo_metrics import Sample, per_pod
-from vgpu.sim.demo_options import DemoOptions
-from vgpu.sim.demo_pods import EXPECT_SUCCESS, RUNNING, PodRecord
-from vgpu.sim.demo_render import Printer, human_bytes, short_uuid, table
-from vgpu.sim.demo_workload import HamiCoreContainer, MigContainer
+from vgpu.sim.demo.metrics import Sample, per_pod
+from vgpu.sim.demo.options import DemoOptions
+from vgpu.sim.demo.pods import EXPECT_SUCCESS, RUNNING, PodRecord
+from vgpu.sim.demo.render import Printer, human_bytes, short_uuid, table
+from vgpu.sim.demo.workload import HamiCoreContainer, MigContainer
 
 EXIT_OK = 0
 EXIT_COMPONENT = 1

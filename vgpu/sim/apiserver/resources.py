@@ -3,8 +3,8 @@
 One ``ResourceType`` per (group, plural) says how the resource is addressed, which verbs and
 subresources discovery advertises, which field-selector keys it supports (and how to read
 them), and the per-kind rules the real registry applies on create and update (pod defaults,
-immutable pod spec, name and label validation). The store (``apistore``) runs these rules;
-the HTTP layer (``apiserver``) only routes.
+immutable pod spec, name and label validation). The store (``store``) runs these rules;
+the HTTP layer (``server``) only routes.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpu.sim import apievents
-from vgpu.sim.selectors import validate_label_key, validate_label_value
+from vgpu.sim.apiserver import events
+from vgpu.sim.apiserver.selectors import validate_label_key, validate_label_value
 
 Getter = Callable[[dict[str, Any]], str]
 
@@ -144,7 +144,7 @@ EVENTS = ResourceType("", "v1", "events", "event", "Event", True, "events", ("ev
                       fields=_EVENT_FIELDS, create_on_update=True)
 BINDINGS = ResourceType("", "v1", "bindings", "binding", "Binding", True, "pods", verbs=("create",))
 EVENTS_V1 = ResourceType("events.k8s.io", "v1", "events", "event", "Event", True, "events", ("ev",),
-                         fields=_EVENT_FIELDS, field_aliases=apievents.FIELD_KEYS, create_on_update=True)
+                         fields=_EVENT_FIELDS, field_aliases=events.FIELD_KEYS, create_on_update=True)
 
 #: (group, plural) -> type; the order is the discovery order.
 RESOURCES: dict[tuple[str, str], ResourceType] = {

@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from vgpu.sim import apiresources
-from vgpu.sim.apiwatch import dumps
+from vgpu.sim.apiserver import resources
+from vgpu.sim.apiserver.watch import dumps
 
 _WRITE_PARAMS = [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True}
                  for n in ("dryRun", "fieldManager", "fieldValidation")]
@@ -28,14 +28,14 @@ def _gv_path(group: str, version: str) -> str:
 def group_versions() -> dict[str, tuple[str, str]]:
     """``api/v1`` -> ("", "v1"), ``apis/events.k8s.io/v1`` -> (group, version)."""
     out = {"api/v1": ("", "v1")}
-    for group, version in apiresources.GROUPS.items():
+    for group, version in resources.GROUPS.items():
         out[_gv_path(group, version)] = (group, version)
     return out
 
 
 def document(group: str, version: str, kubernetes_version: str) -> dict[str, Any]:
     paths: dict[str, Any] = {}
-    for rt in apiresources.RESOURCES.values():
+    for rt in resources.RESOURCES.values():
         if rt.group != group or rt.version != version or "patch" not in rt.verbs:
             continue
         base = "/" + _gv_path(group, version)

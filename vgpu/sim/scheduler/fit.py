@@ -1,6 +1,6 @@
 """Fit, score and MIG pick of the Volcano vGPU scheduler (volcano-protocol.md §4, §9.2–9.4).
 
-Pure functions over :mod:`vgpu.sim.scheduler_model` states. ``fit_pod`` mutates the node it is
+Pure functions over :mod:`vgpu.sim.scheduler.model` states. ``fit_pod`` mutates the node it is
 given (as Volcano's does): Filter passes a snapshot, Allocate passes the live ledger.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from kubernetes.utils import parse_quantity
 
 from vgpu.config.model import MigGroup
 from vgpu.protocol import ContainerDevice, MigSlot, keys
-from vgpu.sim.scheduler_model import (
+from vgpu.sim.scheduler.model import (
     Charge,
     ContainerRequest,
     GpuState,
@@ -23,7 +23,7 @@ from vgpu.sim.scheduler_model import (
     PodView,
     SchedulerConfig,
 )
-from vgpu.sim.scheduler_versions import VersionSwitches
+from vgpu.sim.scheduler.versions import VersionSwitches
 
 PCT_UNSET = 101
 _U64 = 2**64

@@ -3,7 +3,7 @@
 The scripted flow (each step prints what it produced: every annotation, response and metric):
 
 1. start the simulated API server, and per node the fake NVML, the fake kubelet and the REAL
-   ``vgpu plugin`` and ``vgpu monitor`` processes (:mod:`vgpu.sim.demo_cluster`);
+   ``vgpu plugin`` and ``vgpu monitor`` processes (:mod:`vgpu.sim.demo.cluster`);
 2. registration: the three ``Register`` calls the kubelet received, the ListAndWatch counts, the
    ``node-vgpu-register`` annotation, the handshake (Volcano ≤ v1.15), ``status.allocatable``;
 3. the Volcano scheduler emulator (``--volcano-version``, ``--policy``) schedules the sample pods
@@ -12,7 +12,7 @@ The scripted flow (each step prints what it produced: every annotation, response
 4. the kubelet admits each bound pod through the plugins (Allocate, GetPreferredAllocation): the
    env and mounts of every container, then the plugin's ``bind-phase``;
 5. each HAMi-core container starts: a shared region is created where the mounts say, with usage
-   that moves over time (:mod:`vgpu.sim.demo_workload`); a MIG pod gets a MIG instance;
+   that moves over time (:mod:`vgpu.sim.demo.workload`); a MIG pod gets a MIG instance;
 6. ``/metrics`` of each monitor is scraped until every running pod has its own values, and the
    monitor's 5-second feedback loop shows up in the regions (priority blocking, SM limiter);
 7. an XID on a GPU turns it unhealthy: ListAndWatch, the register annotation, allocatable.
@@ -38,10 +38,10 @@ from typing import Any
 from vgpu.plugin.api import HEALTHY
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 from vgpu.protocol import ProtocolError, decode_pod_devices, decode_register, keys
-from vgpu.sim.demo_cluster import RESOURCES, DemoCluster, DemoNode
-from vgpu.sim.demo_metrics import host_samples, per_pod, pod_samples, scrape
-from vgpu.sim.demo_options import DemoOptions
-from vgpu.sim.demo_pods import (
+from vgpu.sim.demo.cluster import RESOURCES, DemoCluster, DemoNode
+from vgpu.sim.demo.metrics import host_samples, per_pod, pod_samples, scrape
+from vgpu.sim.demo.options import DemoOptions
+from vgpu.sim.demo.pods import (
     ADMITTED,
     EXPECT_UNSCHEDULABLE,
     FAILED,
@@ -55,9 +55,9 @@ from vgpu.sim.demo_pods import (
     container_env,
     load_examples,
 )
-from vgpu.sim.demo_procs import ComponentFailed
-from vgpu.sim.demo_render import Printer
-from vgpu.sim.demo_report import (
+from vgpu.sim.demo.children import ComponentFailed
+from vgpu.sim.demo.render import Printer
+from vgpu.sim.demo.report import (
     DemoState,
     XidRecord,
     board_lines,
@@ -66,7 +66,7 @@ from vgpu.sim.demo_report import (
     report,
     summary_lines,
 )
-from vgpu.sim.demo_workload import Duty, HamiCoreContainer, MigContainer, host_cache_file
+from vgpu.sim.demo.workload import Duty, HamiCoreContainer, MigContainer, host_cache_file
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 
 from vgpu.protocol import keys
-from vgpu.sim.admission import AdmissionResult
-from vgpu.sim.demo_options import DemoConfigError
-from vgpu.sim.fakenvml import REPO_ROOT
+from vgpu.sim.demo.options import DemoConfigError
+from vgpu.sim.kubelet.admission import AdmissionResult
+from vgpu.sim.nvml.fakenvml import REPO_ROOT
 
 DEFAULT_EXAMPLES = REPO_ROOT / "deploy" / "examples"
 EXPECT_SUCCESS = "success"
@@ -116,7 +116,7 @@ class PodRecord:
     admission: AdmissionResult | None = None
     bind_phase: str = ""
     final_annotations: dict[str, str] = field(default_factory=dict)
-    containers: list[Any] = field(default_factory=list)   # demo_workload containers
+    containers: list[Any] = field(default_factory=list)   # demo.workload containers
     times: dict[str, float] = field(default_factory=dict)
     skipped: str = ""
 

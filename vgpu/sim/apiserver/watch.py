@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpu.sim.selectors import FieldSelector, LabelSelector
+from vgpu.sim.apiserver.selectors import FieldSelector, LabelSelector
 
 
 def dumps(obj: Any) -> bytes:

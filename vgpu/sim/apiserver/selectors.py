@@ -10,7 +10,7 @@ naming the offending term:
 - label selectors: equality (``a=b``, ``a==b``, ``a!=b``), set-based (``a in (x,y)``,
   ``a notin (x)``), existence (``a``, ``!a``) and the numeric ``a>1`` / ``a<1``.
 
-Which field keys a resource supports is the caller's business (see ``apiresources``);
+Which field keys a resource supports is the caller's business (see ``resources``);
 matching uses a ``getter(field_key) -> str`` so this module stays free of resource knowledge.
 """
 from __future__ import annotations

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from vgpu.sim import apierrors, apievents, apiopenapi, apiresources, apitables
-from vgpu.sim.apierrors import ApiError
-from vgpu.sim.apiresources import ResourceType
-from vgpu.sim.apistore import Store, compile_selectors
-from vgpu.sim.apiwatch import Stored, Watcher, WatchEvent, dumps
-from vgpu.sim.selectors import FieldRequirement, FieldSelector
+from vgpu.sim.apiserver import errors, events, openapi, resources, tables
+from vgpu.sim.apiserver.errors import ApiError
+from vgpu.sim.apiserver.resources import ResourceType
+from vgpu.sim.apiserver.selectors import FieldRequirement, FieldSelector
+from vgpu.sim.apiserver.store import Store, compile_selectors
+from vgpu.sim.apiserver.watch import Stored, Watcher, WatchEvent, dumps
 
 PATCH_CONTENT_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
@@ -89,8 +89,8 @@ def route(path: str) -> Route:
         return Route(special="api")
     if parts[:2] == ["openapi", "v3"]:
         gv = "/".join(parts[2:])
-        if gv and gv not in apiopenapi.group_versions():
-            raise apierrors.not_found_path()
+        if gv and gv not in openapi.group_versions():
+            raise errors.not_found_path()
         return Route(special=f"openapi:{gv}")
     if parts == ["apis"]:
         return Route(special="apis")
@@ -100,33 +100,33 @@ def route(path: str) -> Route:
             return Route(special="groupversion:v1")
     elif len(parts) >= 2 and parts[0] == "apis":
         group = parts[1]
-        if group not in apiresources.GROUPS:
-            raise apierrors.not_found_path()
+        if group not in resources.GROUPS:
+            raise errors.not_found_path()
         if len(parts) == 2:
             return Route(special=f"group:{group}")
-        if parts[2] != apiresources.GROUPS[group]:
-            raise apierrors.not_found_path()
+        if parts[2] != resources.GROUPS[group]:
+            raise errors.not_found_path()
         if len(parts) == 3:
             return Route(special=f"groupversion:{group}/{parts[2]}")
         rest = parts[3:]
     else:
-        raise apierrors.not_found_path()
+        raise errors.not_found_path()
     watch_path = False
     if rest and rest[0] == "watch":
         watch_path, rest = True, rest[1:]
     namespace = None
-    if len(rest) >= 3 and rest[0] == "namespaces" and apiresources.lookup(group, rest[2]):
+    if len(rest) >= 3 and rest[0] == "namespaces" and resources.lookup(group, rest[2]):
         namespace, rest = rest[1], rest[2:]
     if not rest or len(rest) > 3:
-        raise apierrors.not_found_path()
-    rt = apiresources.lookup(group, rest[0])
+        raise errors.not_found_path()
+    rt = resources.lookup(group, rest[0])
     if rt is None:
-        raise apierrors.not_found_path()
+        raise errors.not_found_path()
     if rt.namespaced is False and namespace is not None:
-        raise apierrors.not_found_path()
+        raise errors.not_found_path()
     r = Route(rt, namespace, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None, watch_path)
     if r.subresource and rt.subresource(r.subresource) is None:
-        raise apierrors.not_found_path()
+        raise errors.not_found_path()
     return r
 
 
@@ -172,7 +172,7 @@ class Handlers:
 
     def special(self, r: Route, req: Request) -> Response:
         if req.method not in ("GET", "HEAD"):
-            raise apierrors.method_not_allowed()
+            raise errors.method_not_allowed()
         what = r.special or ""
         if what == "version":
             return _json_response(self.version)
@@ -184,27 +184,27 @@ class Handlers:
         if what.startswith("openapi:"):
             gv = what[len("openapi:"):]
             if not gv:
-                return _json_response(apiopenapi.root(self.version["gitVersion"]))
-            group, version = apiopenapi.group_versions()[gv]
-            return _json_response(apiopenapi.document(group, version, self.version["gitVersion"]))
+                return _json_response(openapi.root(self.version["gitVersion"]))
+            group, version = openapi.group_versions()[gv]
+            return _json_response(openapi.document(group, version, self.version["gitVersion"]))
         if what == "apis":
             return _json_response({"kind": "APIGroupList", "apiVersion": "v1",
-                                   "groups": [self._group(g) for g in apiresources.GROUPS]})
+                                   "groups": [self._group(g) for g in resources.GROUPS]})
         if what.startswith("group:"):
             return _json_response({"kind": "APIGroup", "apiVersion": "v1", **self._group(what[6:])})
         if what.startswith("groupversion:"):
             gv = what[len("groupversion:"):]
             group = gv.rpartition("/")[0]
-            resources = [e for rt in apiresources.RESOURCES.values() if rt.group == group
-                         for e in rt.discovery()]
-            resources.sort(key=lambda e: e["name"])
+            listed = [e for rt in resources.RESOURCES.values() if rt.group == group
+                      for e in rt.discovery()]
+            listed.sort(key=lambda e: e["name"])
             return _json_response({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
-                                   "resources": resources})
-        raise apierrors.not_found_path()
+                                   "resources": listed})
+        raise errors.not_found_path()
 
     @staticmethod
     def _group(group: str) -> dict[str, Any]:
-        version = apiresources.GROUPS[group]
+        version = resources.GROUPS[group]
         gv = {"groupVersion": f"{group}/{version}", "version": version}
         return {"name": group, "versions": [gv], "preferredVersion": gv}
 
@@ -213,31 +213,31 @@ class Handlers:
     @staticmethod
     def _out(rt: ResourceType, stored: Stored) -> dict[str, Any]:
         obj = stored.copy()
-        return apievents.from_core(obj) if rt is apiresources.EVENTS_V1 else obj
+        return events.from_core(obj) if rt is resources.EVENTS_V1 else obj
 
     @staticmethod
     def _in(rt: ResourceType, obj: Any) -> Any:
-        if rt is apiresources.EVENTS_V1 and isinstance(obj, dict):
-            return apievents.to_core(obj)
+        if rt is resources.EVENTS_V1 and isinstance(obj, dict):
+            return events.to_core(obj)
         return obj
 
     def _object_bytes(self, rt: ResourceType, stored: Stored) -> bytes:
-        if rt is apiresources.EVENTS_V1:
+        if rt is resources.EVENTS_V1:
             return dumps(self._out(rt, stored))
         return stored.full_bytes()
 
     def _item_bytes(self, rt: ResourceType, stored: Stored) -> bytes:
-        if rt is apiresources.EVENTS_V1:
+        if rt is resources.EVENTS_V1:
             return dumps({k: v for k, v in self._out(rt, stored).items() if k not in ("kind", "apiVersion")})
         return stored.item_bytes()
 
     def _table(self, rt: ResourceType, req: Request, items: list[Stored], rv: int,
                token: str | None = None) -> bytes | None:
-        version = apitables.wants_table(req.headers.get("accept", ""))
+        version = tables.wants_table(req.headers.get("accept", ""))
         if version is None:
             return None
         objs = [self._out(rt, s) for s in items]
-        return dumps(apitables.to_table(rt.kind, objs, resource_version=str(rv), now=self.store.clock(),
+        return dumps(tables.to_table(rt.kind, objs, resource_version=str(rv), now=self.store.clock(),
                                         version=version, include_object=req.q("includeObject") or "Metadata",
                                         continue_token=token))
 
@@ -252,11 +252,11 @@ class Handlers:
             raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
                                 f'include: application/json (got "{ctype}")', "UnsupportedMediaType")
         if not req.body:
-            raise apierrors.bad_request("the request body is empty")
+            raise errors.bad_request("the request body is empty")
         try:
             return json.loads(req.body)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise apierrors.bad_request(f"the body of the request could not be decoded as JSON: {exc}") from None
+            raise errors.bad_request(f"the body of the request could not be decoded as JSON: {exc}") from None
 
     # ------------------------------------------------------------ resources
 
@@ -264,21 +264,21 @@ class Handlers:
         if r.rt is None:
             return self.special(r, req)
         rt = r.rt
-        if rt is apiresources.BINDINGS:
+        if rt is resources.BINDINGS:
             if verb != "create" or r.name:
-                raise apierrors.method_not_allowed()
+                raise errors.method_not_allowed()
             return self._bind(r, req, None)
         if r.subresource == "binding":
             if verb != "create":
-                raise apierrors.method_not_allowed()
+                raise errors.method_not_allowed()
             return self._bind(r, req, r.name)
         allowed = rt.verbs if r.subresource is None else rt.subresource(r.subresource).verbs  # type: ignore
         if verb not in allowed or (r.subresource and verb in ("list", "watch")):
-            raise apierrors.method_not_allowed()
+            raise errors.method_not_allowed()
         if rt.namespaced and r.name and not r.namespace:
-            raise apierrors.not_found_path()
+            raise errors.not_found_path()
         if rt.namespaced and verb == "create" and not r.namespace:
-            raise apierrors.method_not_allowed()
+            raise errors.method_not_allowed()
         dry_run = bool(req.query.get("dryRun"))
         storage = rt.storage
         if verb == "get":
@@ -293,7 +293,7 @@ class Handlers:
             if isinstance(body, dict):
                 meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
                 if meta.get("name") and meta["name"] != r.name:
-                    raise apierrors.bad_request(f"the name of the object ({meta['name']}) does not match the name "
+                    raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name "
                                                 f"on the URL ({r.name})")
                 body.setdefault("metadata", {})["name"] = r.name
             stored, created = self.store.update_stored(storage, self._in(rt, body), r.namespace,
@@ -306,8 +306,8 @@ class Handlers:
                                "UnsupportedMediaType")
             patch_type = PATCH_CONTENT_TYPES.get(ctype)
             if patch_type is None:
-                raise apierrors.unsupported_media_type(ctype)
-            view = (lambda o: apievents.from_core(o), apievents.to_core) if rt is apiresources.EVENTS_V1 else None
+                raise errors.unsupported_media_type(ctype)
+            view = (lambda o: events.from_core(o), events.to_core) if rt is resources.EVENTS_V1 else None
             stored = self.store.patch_stored(storage, r.namespace, r.name or "", req.body, patch_type,
                                              subresource=r.subresource, dry_run=dry_run, view=view)
             return self._object_response(rt, req, stored)
@@ -315,14 +315,14 @@ class Handlers:
             return self._delete(rt, r, req, dry_run)
         if verb == "deletecollection":
             return self._delete_collection(rt, r, req, dry_run)
-        raise apierrors.method_not_allowed()
+        raise errors.method_not_allowed()
 
     def _bind(self, r: Route, req: Request, pod_name: str | None) -> Response:
         if not r.namespace:
-            raise apierrors.not_found_path()
+            raise errors.not_found_path()
         body = self._body(req)
         if isinstance(body, dict) and body.get("kind") not in (None, "", "Binding"):
-            raise apierrors.bad_request(f"the kind of the object ({body.get('kind')}) does not match Binding")
+            raise errors.bad_request(f"the kind of the object ({body.get('kind')}) does not match Binding")
         self.store.bind_stored(r.namespace, body, pod_name)
         return _json_response(_status_success(201), 201)
 
@@ -337,7 +337,7 @@ class Handlers:
             try:
                 opts["gracePeriodSeconds"] = int(grace)
             except ValueError:
-                raise apierrors.bad_request(f"invalid gracePeriodSeconds {grace!r}") from None
+                raise errors.bad_request(f"invalid gracePeriodSeconds {grace!r}") from None
         if opts.get("dryRun"):
             opts["_dry"] = True
         return opts
@@ -393,7 +393,7 @@ class Handlers:
             try:
                 limit = int(limit_text) if limit_text else None
             except ValueError:
-                raise apierrors.bad_request(f"invalid limit {limit_text!r}") from None
+                raise errors.bad_request(f"invalid limit {limit_text!r}") from None
             items, rv, token, remaining = self.store.list_stored(
                 rt.storage, r.namespace, fields, labels, limit=limit if limit and limit > 0 else None,
                 continue_token=req.q("continue"), resource_version=req.q("resourceVersion"),
@@ -404,13 +404,13 @@ class Handlers:
         try:
             timeout = float(timeout_text) if timeout_text else None
         except ValueError:
-            raise apierrors.bad_request(f"invalid timeoutSeconds {timeout_text!r}") from None
+            raise errors.bad_request(f"invalid timeoutSeconds {timeout_text!r}") from None
         send_initial = req.q("sendInitialEvents")
         bookmarks = req.flag("allowWatchBookmarks")
         watcher = self.store.watch(rt.storage, r.namespace, fields, labels, resource_version=req.q("resourceVersion"),
                                    send_initial_events=None if send_initial is None else req.flag("sendInitialEvents"),
                                    allow_bookmarks=bookmarks)
-        table_version = apitables.wants_table(req.headers.get("accept", ""))
+        table_version = tables.wants_table(req.headers.get("accept", ""))
         return Response(200, watcher=watcher, render_event=lambda ev: self._event_line(rt, req, ev, table_version),
                         timeout=timeout, bookmarks=bookmarks)
 

@@ -40,8 +40,8 @@ from vgpu.protocol import (
     volcano_handshake_state,
     volcano_requesting_stamp,
 )
-from vgpu.sim.scheduler_fit import fit_pod, mig_factor, node_order_score, quantity_as_int64
-from vgpu.sim.scheduler_model import (
+from vgpu.sim.scheduler.fit import fit_pod, mig_factor, node_order_score, quantity_as_int64
+from vgpu.sim.scheduler.model import (
     Charge,
     GpuState,
     MigTypeUsage,
