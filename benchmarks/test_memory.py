@@ -27,9 +27,9 @@ from kubernetes import client as k8s
 
 from benchmarks.conftest import assert_gates, record_gate
 from benchmarks.daemons import Daemon, wait_for
-from vgpu.hamicore.writer import RegionWriter
 from vgpu.protocol import keys
 from vgpu.sim.apiserver import ApiServer
+from vgpu.sim.hamicore.writer import RegionWriter
 from vgpu.sim.kubelet import FakeKubelet
 from vgpu.sim.kubelet.admission import Admitter, node_status_from_kubelet, pod_manifest, update_node_resources
 from vgpu.sim.nvml import fakenvml

@@ -10,7 +10,7 @@
    The three sizes are timed interleaved, so each sees the same machine load.
    - ``monitor.scrape_vs_naive``: the container part of that scrape against a straightforward
      Python exporter over the same 100 directories — read each whole file and ``struct.unpack``
-     it (``vgpu.hamicore.reference``), build prometheus_client families sample by sample, render
+     it (``vgpu.sim.hamicore.reference``), build prometheus_client families sample by sample, render
      with ``generate_latest``.
 2. ``monitor.cpu``: CPU of the real ``vgpu monitor`` process (psutil, user + system) with 100
    containers, a scrape every 15 s and its 5 s scan + feedback loop, over 60 s (issue: < 1 % of
@@ -34,12 +34,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from benchmarks.conftest import QUICK, limit_gate, ratio_gate, rounds
 from tests.integration.monitor.process import MonitorProcess
 from tests.unit.monitor.helpers import UUIDS, add_container, new_uid, parse, pod
-from vgpu.hamicore import reference
 from vgpu.monitor.core import Monitor
 from vgpu.monitor.daemon import open_nvml
 from vgpu.monitor.host import HostSource
 from vgpu.monitor.pods import StaticPods
 from vgpu.sim.apiserver import ApiServer
+from vgpu.sim.hamicore import reference
 from vgpu.sim.nvml import fakenvml
 
 PROCS = [(pid, [64 + pid, 32 + pid]) for pid in range(1, 5)]  # 4 processes x 2 GPUs (MiB)

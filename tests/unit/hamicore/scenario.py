@@ -5,7 +5,7 @@ import gzip
 import json
 import pathlib
 
-from vgpu.hamicore.writer import RegionWriter
+from vgpu.sim.hamicore.writer import RegionWriter
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "hami-core"  # provenance: its README.md

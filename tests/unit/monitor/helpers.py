@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tests.unit.hamicore.scenario import MIB, NOW, UUIDS  # noqa: F401 - the monitor tests import them from here
-from vgpu.hamicore.writer import RegionWriter
+from vgpu.sim.hamicore.writer import RegionWriter
 
 
 def new_uid() -> str:

@@ -4,7 +4,7 @@ After the fake kubelet's Allocate, a real container runtime would start the cont
 returned env and mounts, and HAMi-core inside it would create the shared-region file named by
 ``CUDA_DEVICE_MEMORY_SHARED_CACHE`` in the directory mounted at ``/tmp/vgpu``.  Here
 :class:`HamiCoreContainer` does exactly that on the host path the mount names, with
-:class:`vgpu.hamicore.writer.RegionWriter` (one fake CUDA process per container), and then, once
+:class:`vgpu.sim.hamicore.writer.RegionWriter` (one fake CUDA process per container), and then, once
 per :meth:`step`:
 
 - moves device memory along a slow wave below the container's limit (a CUDA context first);
@@ -26,7 +26,7 @@ from typing import Any
 
 from vgpu.hamicore import paths
 from vgpu.hamicore.limits import atoi, parse_limit
-from vgpu.hamicore.writer import RegionWriter
+from vgpu.sim.hamicore.writer import RegionWriter
 
 MIB = 1 << 20
 CONTEXT_MIB = 304            # what a CUDA context costs on an A100, roughly
