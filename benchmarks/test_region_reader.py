@@ -20,11 +20,11 @@ import struct
 import pytest
 
 from benchmarks.conftest import median_time, ratio_gate, rounds
-from tests.unit.hamicore.scenario import MIB, UUIDS
 from vgpu.hamicore import layouts
 from vgpu.hamicore.region import Region
 from vgpu.sim.hamicore import reference
 from vgpu.sim.hamicore.python_region import PythonRegion
+from vgpu.sim.hamicore.scenario import MIB, UUIDS
 from vgpu.sim.hamicore.writer import RegionWriter
 
 READER_ENV = "VGPU_BENCH_REGION_READER"

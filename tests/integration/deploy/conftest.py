@@ -8,8 +8,7 @@ import pytest
 
 from tests.integration.volcano.conftest import apiserver, cluster, cluster_factory, hook_path  # noqa: F401
 from tests.integration.volcano.conftest import NODE
-from tests.integration.monitor.process import MonitorProcess
-from tests.support.processes import wait_until
+from vgpu.sim.processes import MonitorProcess, wait_until
 
 
 @pytest.fixture

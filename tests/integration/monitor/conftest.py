@@ -10,8 +10,7 @@ import pytest
 from tests.unit.monitor.helpers import UUIDS
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.nvml import fakenvml
-
-from .process import MonitorProcess
+from vgpu.sim.processes import MonitorProcess
 
 NODE = "node-1"
 

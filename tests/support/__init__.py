@@ -1,1 +1,0 @@
-"""Helpers shared by the test suites and the benchmarks (importable as ``tests.support``)."""
