@@ -8,7 +8,7 @@ table of every MIG-capable GPU.
 It only READS: it never changes MIG mode, never creates or destroys instances, never resets
 a GPU (a test asserts that the mutating MIG calls appear nowhere in this module).
 
-    python -m vgpu.nvml.smoke [--nvml-library PATH] [--rounds N] [--json]
+    python -m benchmarks.gpu_smoke [--nvml-library PATH] [--rounds N] [--json]
 """
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from typing import Any
 
 import pynvml
 
+from benchmarks.baselines.pynvml_sampler import PynvmlSampler
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NvmlError
 from vgpu.nvml.library import init_pynvml, resolve_library
 from vgpu.nvml.mig_native import NVML_GPU_INSTANCE_PROFILE_COUNT, MigNvml
-from vgpu.nvml.pynvml_baseline import PynvmlSampler
 from vgpu.nvml.sampler import Sampler
 
 
@@ -104,7 +104,7 @@ def run(library: str | None = None, rounds: int = 200) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vgpu.nvml.smoke", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_smoke", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nvml-library", help="libnvidia-ml.so.1 to load (default: VGPU_NVML_LIBRARY, "
                         "then the system's)")
     parser.add_argument("--rounds", type=int, default=200, help="timed rounds per path (default 200)")

@@ -1,7 +1,7 @@
 """The same per-tick NVML reads as the cffi sampler, made through nvidia-ml-py.
 
 It is the baseline the sampler is measured against (benchmarks/test_nvml_sampler.py) and the
-cross-check of the real-driver smoke test (vgpu/nvml/smoke.py): what a monitor written
+cross-check of the real-driver smoke test (benchmarks/gpu_smoke.py): what a monitor written
 against nvidia-ml-py calls per tick.  Not used by the daemons.
 """
 from __future__ import annotations
