@@ -268,8 +268,8 @@ def _snapshot(buf, path: str) -> RegionSnapshot:
 def snapshot_from_summary(h, devices: list[DeviceUsage], invalid: list[int], path: str) -> RegionSnapshot:
     """The snapshot from the summary fields ``h`` (native order) and the usable devices.
 
-    The pure-Python reader of the stand-ins (vgpu.sim.hamicore) builds its snapshots here too,
-    so both readers describe anomalies in the same words.
+    The pure-Python reference reader of the test stand-ins builds its snapshots here too, so
+    both readers describe anomalies in the same words.
     """
     new = tuple.__new__
     anomalies: tuple[str, ...] = ()

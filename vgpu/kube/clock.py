@@ -1,7 +1,7 @@
 """Injectable time for the node registrar (and anything else that schedules writes).
 
-Production uses :class:`RealClock`.  Tests use :class:`vgpu.sim.clock.FakeClock` to run minutes
-of handshake traffic in milliseconds, so nothing sleeps in real time to pass simulated time.
+Production uses :class:`RealClock`.  Tests use the stand-ins' ``FakeClock`` to run minutes of
+handshake traffic in milliseconds, so nothing sleeps in real time to pass simulated time.
 """
 from __future__ import annotations
 

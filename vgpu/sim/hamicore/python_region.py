@@ -14,7 +14,14 @@ import os
 
 from vgpu._native import lib
 from vgpu.hamicore.layouts import Layout, spec_for_size
-from vgpu.hamicore.region import DeviceUsage, Region, RegionError, RegionErrorCode, RegionSnapshot, snapshot_from_summary
+from vgpu.hamicore.region import (
+    DeviceUsage,
+    Region,
+    RegionError,
+    RegionErrorCode,
+    RegionSnapshot,
+    snapshot_from_summary,
+)
 from vgpu.sim.hamicore import reference
 
 
