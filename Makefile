@@ -89,7 +89,7 @@ clean:
 
 # Read-only smoke test of the NVML layer against the machine's real driver (no MIG changes).
 gpu-smoke: install
-	$(PY) -m vgpu.nvml.smoke
+	$(PY) -m benchmarks.gpu_smoke
 
 # What a GPU machine without network needs to build the cffi extension for its own Python
 # (see docs/testing.md, "Checking a real GPU node"): wheels of cffi and pycparser for that Python.

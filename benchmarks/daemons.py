@@ -13,8 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import psutil
 
-from tests.support.processes import LoggedProcess, subprocess_env
-from tests.support.processes import wait_until as _wait_until
+from vgpu.sim.processes import LoggedProcess, subprocess_env, wait_until as _wait_until
 
 MB = 1_000_000  # the gates say MB: decimal megabytes (a stricter reading than MiB)
 

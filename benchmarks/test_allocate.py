@@ -31,8 +31,8 @@ from vgpu.plugin.api import pb
 from vgpu.plugin.devices import ResourceKind, resource_specs
 from vgpu.plugin.resources import ResourceManager
 from vgpu.protocol import ContainerDevice, scheduler_allocation
-from vgpu.sim.admission import pod_manifest
 from vgpu.sim.apiserver import ApiServer
+from vgpu.sim.kubelet.admission import pod_manifest
 
 NODE = "node-000"
 NODES = 50

@@ -1,12 +1,12 @@
 """Resident memory of the real daemons after startup and after a long loop (issue 10).
 
 Plugin: the real ``vgpu plugin`` process on a fake NVML with 8 × A100-SXM4-80GB, registered with
-the fake kubelet (vgpu/sim/kubelet.py) and with the simulated API server (vgpu/sim/apiserver.py).
+the fake kubelet (vgpu/sim/kubelet/device_manager.py) and with the simulated API server (vgpu/sim/apiserver/server.py).
 RSS is read with psutil once startup is complete (three resources registered and listed to the
 kubelet, the node's register annotation written), then 1,000 pods go through the whole
 lifecycle one after another: created, scheduled by the Volcano scheduler emulator
-(vgpu/sim/scheduler.py: node lock, ``devices-to-allocate``, bind), admitted by the kubelet's
-device manager (vgpu/sim/admission.py: GetPreferredAllocation + Allocate for vgpu-number and
+(vgpu/sim/scheduler/emulator.py: node lock, ``devices-to-allocate``, bind), admitted by the kubelet's
+device manager (vgpu/sim/kubelet/admission.py: GetPreferredAllocation + Allocate for vgpu-number and
 vgpu-cores; the plugin matches the pod, writes ``bind-phase=success`` and releases the lock),
 then deleted (the plugin's pod watch drops it).  RSS is read again after the loop.  Gates:
 ``memory.plugin.rss_startup`` / ``rss_after_loop`` (≤ 120 MB) and ``memory.plugin.growth``
@@ -27,14 +27,14 @@ from kubernetes import client as k8s
 
 from benchmarks.conftest import assert_gates, record_gate
 from benchmarks.daemons import Daemon, wait_for
-from vgpu.hamicore.writer import RegionWriter
 from vgpu.protocol import keys
-from vgpu.sim import fakenvml
-from vgpu.sim.admission import Admitter, node_status_from_kubelet, pod_manifest, update_node_resources
 from vgpu.sim.apiserver import ApiServer
+from vgpu.sim.hamicore.writer import RegionWriter
 from vgpu.sim.kubelet import FakeKubelet
+from vgpu.sim.kubelet.admission import Admitter, node_status_from_kubelet, pod_manifest, update_node_resources
+from vgpu.sim.nvml import fakenvml
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
-from vgpu.sim.scheduler_model import SchedulerConfig
+from vgpu.sim.scheduler.model import SchedulerConfig
 
 NODE = "node-1"
 NUMBER, MEMORY, CORES = "volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores"

@@ -37,7 +37,7 @@ from vgpu.mig import MigManager
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.library import init_pynvml
 from vgpu.nvml.mig_calls import NVML_DEVICE_MIG_ENABLE
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 UUID = "GPU-00000000-6888-5063-1e4d-f2a09cfbf000"
 NAME = "NVIDIA A100-SXM4-80GB"

@@ -10,7 +10,7 @@
    The three sizes are timed interleaved, so each sees the same machine load.
    - ``monitor.scrape_vs_naive``: the container part of that scrape against a straightforward
      Python exporter over the same 100 directories — read each whole file and ``struct.unpack``
-     it (``vgpu.hamicore.reference``), build prometheus_client families sample by sample, render
+     it (``vgpu.sim.hamicore.reference``), build prometheus_client families sample by sample, render
      with ``generate_latest``.
 2. ``monitor.cpu``: CPU of the real ``vgpu monitor`` process (psutil, user + system) with 100
    containers, a scrape every 15 s and its 5 s scan + feedback loop, over 60 s (issue: < 1 % of
@@ -30,20 +30,26 @@ import psutil
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.conftest import QUICK, limit_gate, ratio_gate, rounds
-from tests.integration.monitor.process import MonitorProcess
-from tests.unit.monitor.helpers import UUIDS, add_container, new_uid, parse, pod
-from vgpu.hamicore import reference
 from vgpu.monitor.core import Monitor
 from vgpu.monitor.daemon import open_nvml
 from vgpu.monitor.host import HostSource
-from vgpu.monitor.pods import StaticPods
-from vgpu.sim import fakenvml
 from vgpu.sim.apiserver import ApiServer
+from vgpu.sim.hamicore import reference
+from vgpu.sim.hamicore.scenario import UUIDS, add_container
+from vgpu.sim.nvml import fakenvml
+from vgpu.sim.pods import StaticPods, new_uid, pod
+from vgpu.sim.processes import MonitorProcess
 
 PROCS = [(pid, [64 + pid, 32 + pid]) for pid in range(1, 5)]  # 4 processes x 2 GPUs (MiB)
 UTIL = {(1, 0): 10, (2, 1): 20, (3, 0): 5}
+
+
+def values(body: bytes, name: str) -> list[float]:
+    """The values of the ``name`` samples of an exposition (prometheus_client's parser, not ours)."""
+    return [s.value for fam in text_string_to_metric_families(body.decode()) for s in fam.samples if s.name == name]
 
 
 def _fleet(base: pathlib.Path, n: int) -> tuple[pathlib.Path, list[dict]]:
@@ -167,9 +173,10 @@ def test_scrape_latency_0_10_100_containers(benchmark, monitors):
     the NVML worker included), so other processes on a shared machine cannot inflate it."""
     n = rounds(300)
     m100, _ = monitors[100]
-    body = parse(m100.render_metrics())
-    assert len(body["hami_vgpu_memory_used_bytes"]) == 200 and len(body["HostGPUMemoryUsage"]) == 2
-    assert {v for _, v in body["hami_vgpu_memory_used_bytes"]} == {(64 * 4 + 10) * 2**20, (32 * 4 + 10) * 2**20}
+    body = m100.render_metrics()
+    used = values(body, "hami_vgpu_memory_used_bytes")
+    assert len(used) == 200 and len(values(body, "HostGPUMemoryUsage")) == 2
+    assert set(used) == {(64 * 4 + 10) * 2**20, (32 * 4 + 10) * 2**20}
     med = interleaved({k: m.render_metrics for k, (m, _) in monitors.items()}, n)
     benchmark.pedantic(m100.render_metrics, rounds=n, iterations=1, warmup_rounds=2)
     (w0, c0), (w10, c10), (w100, c100) = med[0], med[10], med[100]
@@ -191,11 +198,11 @@ def test_container_scrape_vs_naive_exporter(benchmark, monitors, tmp_path):
     containers_only = Monitor(str(hook), m100.pods, None, "node-1", use_inotify=False)
     try:
         containers_only.scan()
-        ours = parse(containers_only.render_metrics())
-        naive = parse(naive_scrape(hook, m100.pods))
+        ours = containers_only.render_metrics()
+        naive = naive_scrape(hook, m100.pods)
         for name in ("hami_vgpu_memory_used_bytes", "vGPU_device_memory_limit_in_bytes",
                      "hami_container_device_utilization_ratio"):  # same answers first
-            assert sorted(v for _, v in ours[name]) == sorted(v for _, v in naive[name])
+            assert sorted(values(ours, name)) == sorted(values(naive, name))
         ratio_gate(benchmark, containers_only.render_metrics, lambda: naive_scrape(hook, m100.pods),
                    "monitor.scrape_vs_naive", n=rounds(100))
     finally:
@@ -227,7 +234,7 @@ def test_monitor_cpu_with_100_containers(tmp_path, apiserver):
     try:
         mon.start()
         proc = psutil.Process(mon.pid)
-        assert len(parse(mon.scrape())["hami_vgpu_memory_used_bytes"]) == 200  # warm: everything tracked
+        assert len(values(mon.scrape(), "hami_vgpu_memory_used_bytes")) == 200  # warm: everything tracked
         c0, t0 = proc.cpu_times(), time.monotonic()
         latencies = []
         pause = threading.Event()  # paces the workload (15 s scrape interval); nothing waits on it
@@ -245,7 +252,7 @@ def test_monitor_cpu_with_100_containers(tmp_path, apiserver):
         c1, t1 = proc.cpu_times(), time.monotonic()
         cpu = (c1.user - c0.user) + (c1.system - c0.system)
         percent = 100.0 * cpu / (t1 - t0)
-        scans = parse(mon.scrape())["vgpu_monitor_scans_total"][0][1]
+        scans = values(mon.scrape(), "vgpu_monitor_scans_total")[0]
         print(f"\nmonitor CPU over {t1 - t0:.1f} s with 100 containers: {cpu * 1e3:.0f} ms = {percent:.3f} % of one "
               f"core ({len(latencies)} scrapes over HTTP, median {statistics.median(latencies) * 1e3:.1f} ms; "
               f"{scans:.0f} scans so far)")

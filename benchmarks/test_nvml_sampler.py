@@ -10,11 +10,11 @@ from __future__ import annotations
 import pynvml
 import pytest
 
+from benchmarks.baselines.pynvml_sampler import PynvmlSampler
 from benchmarks.conftest import median_time, ratio_gate, rounds
 from vgpu.nvml.library import init_pynvml
-from vgpu.nvml.pynvml_baseline import PynvmlSampler
 from vgpu.nvml.sampler import Sampler
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 DEVICES = 8
 PROCESSES = 16

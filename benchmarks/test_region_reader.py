@@ -7,6 +7,10 @@
 2. The cost follows the live slots, not the 1,024-slot capacity: the same 1,024-slot file read
    with 4 live slots against all 1,024 live.  Gate ``region.live_slots``
    (>= 10x; a capacity-bound reader would be ~1x).
+
+``VGPU_BENCH_REGION_READER=python`` measures the pure-Python reader behind the same API
+(:class:`~vgpu.sim.hamicore.python_region.PythonRegion`) as "ours" in 1., so that gate must
+fail at about 1x: how tests/integration/bench proves the gate can fail.
 """
 from __future__ import annotations
 
@@ -16,10 +20,22 @@ import struct
 import pytest
 
 from benchmarks.conftest import median_time, ratio_gate, rounds
-from tests.unit.hamicore.scenario import MIB, UUIDS
-from vgpu.hamicore import layouts, reference
+from vgpu.hamicore import layouts
 from vgpu.hamicore.region import Region
-from vgpu.hamicore.writer import RegionWriter
+from vgpu.sim.hamicore import reference
+from vgpu.sim.hamicore.python_region import PythonRegion
+from vgpu.sim.hamicore.scenario import MIB, UUIDS
+from vgpu.sim.hamicore.writer import RegionWriter
+
+READER_ENV = "VGPU_BENCH_REGION_READER"
+
+
+def _reader() -> type[Region]:
+    """The reader measured as ours: the native one, or the pure-Python one with ``READER_ENV=python``."""
+    value = os.environ.get(READER_ENV, "") or "native"
+    if value not in ("native", "python"):
+        raise ValueError(f"{READER_ENV}={value!r}: expected native or python")
+    return PythonRegion if value == "python" else Region
 
 
 def _container_file(path, live: int) -> str:
@@ -40,7 +56,7 @@ def hundred_files(tmp_path_factory) -> list[str]:
 
 
 def test_native_reader_vs_pure_python(benchmark, hundred_files):
-    regions = [Region.open(p) for p in hundred_files]
+    regions = [_reader().open(p) for p in hundred_files]
     try:
         def native():
             return [r.read() for r in regions]

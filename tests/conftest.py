@@ -11,8 +11,8 @@ from typing import NoReturn
 
 import pytest
 
-from tests.support.processes import subprocess_env  # noqa: F401 - imported from here by many tests
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
+from vgpu.sim.processes import subprocess_env  # noqa: F401 - imported from here by many tests
 
 
 @pytest.fixture

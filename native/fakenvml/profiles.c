@@ -47,7 +47,7 @@ static const struct mig_model MODELS[] = {
 };
 
 /* Name substrings (case-sensitive, like knownMigGeometries models) -> MODELS index.
- * Keep in sync with vgpu/sim/fakenvml.py MIG_MODEL_PATTERNS. */
+ * Keep in sync with vgpu/sim/nvml/fakenvml.py MIG_MODEL_PATTERNS. */
 static const struct {
     const char *pattern;
     int model;

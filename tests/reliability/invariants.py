@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from vgpu.protocol import keys
-from vgpu.sim.admission import AdmissionResult, pod_manifest
+from vgpu.sim.kubelet.admission import AdmissionResult, pod_manifest
 
 NUMBER, MEMORY = "volcano.sh/vgpu-number", "volcano.sh/vgpu-memory"
 

@@ -13,7 +13,7 @@ import errno
 import os
 import pathlib
 
-from vgpu.sim.fakenvml import FakeNvml
+from vgpu.sim.nvml.fakenvml import FakeNvml
 
 
 class NvmlHang:

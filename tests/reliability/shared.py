@@ -38,10 +38,10 @@ from tests.integration.volcano.conftest import (
     wait_registered,
 )
 from vgpu.protocol import keys
-from vgpu.sim import fakenvml
-from vgpu.sim.admission import Admitter, node_status_from_kubelet, update_node_resources
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.kubelet import FakeKubelet
+from vgpu.sim.kubelet.admission import Admitter, node_status_from_kubelet, update_node_resources
+from vgpu.sim.nvml import fakenvml
 
 SETTLE_S = 10.0  # how long checkout waits for the plugin to reconverge (watches, lock) before rebuilding
 

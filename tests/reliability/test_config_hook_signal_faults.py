@@ -9,8 +9,8 @@ import threading
 
 from tests.integration.plugin.conftest import PluginProcess
 from tests.integration.volcano.conftest import NAMES
-from vgpu.sim import fakenvml
 from vgpu.sim.kubelet import FakeKubelet
+from vgpu.sim.nvml import fakenvml
 
 from .invariants import (
     NUMBER,

@@ -6,12 +6,12 @@ import shutil
 import tempfile
 import time
 
-from tests.integration.monitor.process import MonitorProcess
 from tests.integration.plugin.conftest import PluginProcess
 from vgpu.monitor.host import DEFAULT_BOUND_S as NVML_BOUND_S
 from vgpu.protocol import keys
-from vgpu.sim import fakenvml
 from vgpu.sim.kubelet import FakeKubelet
+from vgpu.sim.nvml import fakenvml
+from vgpu.sim.processes import MonitorProcess
 
 from .invariants import NUMBER, assert_failed_with_event, assert_own_allocation, create_and_schedule, schedule_and_admit
 from .nvmlhang import NvmlHang

@@ -11,7 +11,7 @@ import pathlib
 import psutil
 import pytest
 
-from tests.integration.monitor.process import MonitorProcess
+from vgpu.sim.processes import MonitorProcess
 
 from .invariants import assert_own_allocation, delete_pod, schedule_and_admit
 from .results import Stopwatch, record

@@ -1,1 +1,1 @@
-"""Helpers shared by the test suites and the benchmarks (importable as ``tests.support``)."""
+"""Helpers only the test suites use (the ones benchmarks share live with the stand-ins in vgpu.sim)."""

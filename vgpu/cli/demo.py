@@ -1,4 +1,4 @@
-"""`vgpu demo`: options (config.md §5.3), signals and exit status.  The flow is :mod:`vgpu.sim.demo`.
+"""`vgpu demo`: options (config.md §5.3), signals and exit status.  The flow is :mod:`vgpu.sim.demo.flow`.
 
 Imported only for `vgpu demo`, so it may import the simulators (`vgpu.sim`) at the top.
 
@@ -13,8 +13,8 @@ import signal
 import sys
 from types import FrameType
 
-from vgpu.sim.demo import Demo
-from vgpu.sim.demo_options import (
+from vgpu.sim.demo.flow import Demo
+from vgpu.sim.demo.options import (
     DEFAULT_POLICY,
     DEFAULT_VERSION,
     GPU_MODELS,
@@ -23,13 +23,13 @@ from vgpu.sim.demo_options import (
     DemoConfigError,
     build_options,
 )
-from vgpu.sim.demo_render import Printer
-from vgpu.sim.demo_report import EXIT_INTERRUPTED, EXIT_USAGE
-from vgpu.sim.scheduler_versions import VERSIONS
+from vgpu.sim.demo.render import Printer
+from vgpu.sim.demo.report import EXIT_INTERRUPTED, EXIT_USAGE
+from vgpu.sim.scheduler.versions import VERSIONS
 
 EPILOG = """\
 default nodes: gpu-node-1 = 2 x A100-SXM4-80GB (hami-core), gpu-node-2 = 1 x A30 (mig).
---gpus/--mode give one node instead; --nodes FILE any set (JSON, see vgpu/sim/demo_options.py).
+--gpus/--mode give one node instead; --nodes FILE any set (JSON, see vgpu/sim/demo/options.py).
 GPU models: {models}.
 exit status: 0 all checks passed, 1 a component failed, 2 bad options, 3 a check failed,
 130 interrupted before a --duration run finished (without --duration Ctrl-C ends normally).

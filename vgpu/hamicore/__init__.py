@@ -1,1 +1,1 @@
-"""HAMi-core container contract (env + mounts), shared-region reader API and writer."""
+"""HAMi-core container contract (env + mounts) and the shared-region reader API."""

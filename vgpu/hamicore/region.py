@@ -13,13 +13,6 @@ the magic yet, so the caller should simply retry on its next tick (hami-core.md 
 A :class:`Region` is one open fd, meant to be kept across ticks (the monitor re-``fstat``s it
 through :meth:`Region.stat`).  It is not thread-safe (it reuses its output buffer): one
 thread at a time; the monitor's loop and HTTP threads share regions under ``Discovery.lock``.
-
-``VGPU_REGION_READER=python`` (read at each :meth:`Region.open`) swaps the native read for the
-pure-Python decoder of :mod:`vgpu.hamicore.reference` behind the same API: same open checks,
-same snapshots (only ``preads``/``bytes_read`` differ: one pread of the whole file), same error
-codes.  It is many times slower.  It exists so a test can prove that the benchmark gate fails
-when the fast path is lost (tests/integration/bench), and as a diagnostic fallback.  Anything
-else but ``native`` (the default) or ``python`` is logged and ignored.
 """
 from __future__ import annotations
 
@@ -31,8 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from vgpu._native import ffi, lib
-from vgpu.hamicore import reference
-from vgpu.hamicore.layouts import Layout, spec_for_size
+from vgpu.hamicore.layouts import Layout
 
 log = logging.getLogger(__name__)
 
@@ -270,11 +262,15 @@ def _snapshot(buf, path: str) -> RegionSnapshot:
             devices.append(new(DeviceUsage, (d, _uuid(dv[1])) + dv[2:]))
         elif state == 2:
             invalid.append(d)
-    return _assemble(h, devices, invalid, path)
+    return snapshot_from_summary(h, devices, invalid, path)
 
 
-def _assemble(h, devices: list[DeviceUsage], invalid: list[int], path: str) -> RegionSnapshot:
-    """The snapshot from the summary fields ``h`` (native order); shared by both readers."""
+def snapshot_from_summary(h, devices: list[DeviceUsage], invalid: list[int], path: str) -> RegionSnapshot:
+    """The snapshot from the summary fields ``h`` (native order) and the usable devices.
+
+    The pure-Python reference reader of the test stand-ins builds its snapshots here too, so
+    both readers describe anomalies in the same words.
+    """
     new = tuple.__new__
     anomalies: tuple[str, ...] = ()
     if h[_ANOMALIES]:
@@ -291,73 +287,12 @@ def _assemble(h, devices: list[DeviceUsage], invalid: list[int], path: str) -> R
         tuple(devices), tuple(invalid), anomalies, h[_PREADS], h[_BYTES]))
 
 
-READER_ENV = "VGPU_REGION_READER"
-_READERS = ("native", "python")
-_warned_readers: set[str] = set()
-
-
-def _python_reader_selected() -> bool:
-    value = os.environ.get(READER_ENV, "") or "native"
-    if value not in _READERS:
-        if value not in _warned_readers:
-            _warned_readers.add(value)
-            log.warning("%s=%r is not one of %s; using the native region reader", READER_ENV, value,
-                        ", ".join(_READERS))
-        return False
-    return value == "python"
-
-
-def _read_python(fd: int, path: str) -> RegionSnapshot:
-    """The ``VGPU_REGION_READER=python`` path: pread the whole file, decode it with :mod:`reference`."""
-    try:
-        size = os.fstat(fd).st_size
-    except OSError as exc:
-        raise RegionError(RegionErrorCode.IO, path, f"fstat failed: {exc.strerror}", exc.errno) from None
-    spec = spec_for_size(size)
-    if spec is None:  # never read a file of unknown size (it could be huge)
-        raise RegionError(RegionErrorCode.SIZE, path, f"size {size} is not a known region size")
-    try:
-        data = os.pread(fd, size, 0)
-    except OSError as exc:
-        raise RegionError(RegionErrorCode.IO, path, f"pread failed: {exc.strerror}", exc.errno) from None
-    if len(data) != size:
-        raise RegionError(RegionErrorCode.SHORT_READ, path, f"read {len(data)} of {size} bytes (truncated?)")
-    ref = reference.decode(data)
-    if ref["error"] is not None:
-        raise RegionError(RegionErrorCode[ref["error"]], path, f"{ref['error'].lower()} (pure-Python reader)")
-    minor = ref["minor_version"]
-    bits = 0
-    if ref["device_num_raw"] > 16:
-        bits |= lib.VGPU_REGION_A_DEVICE_NUM_CLAMPED
-    if ref["proc_num_raw"] < 0:
-        bits |= lib.VGPU_REGION_A_PROC_NUM_NEGATIVE
-    elif ref["proc_num_raw"] > 1024:
-        bits |= lib.VGPU_REGION_A_PROC_NUM_CLAMPED
-    if ref["invalid_uuid_devices"]:
-        bits |= lib.VGPU_REGION_A_BAD_UUID
-    if ref["skipped_slots"]:
-        bits |= lib.VGPU_REGION_A_SLOT_SKIPPED
-    if ref["saturated"]:
-        bits |= lib.VGPU_REGION_A_SUM_SATURATED
-    if spec.layout is Layout.V1 and minor not in (1, 2):
-        bits |= lib.VGPU_REGION_A_UNKNOWN_MINOR
-    last_kernel = ref["last_kernel_time"]
-    h = (int(spec.layout), ref["major_version"] or 0, minor or 0,
-         int(spec.layout is Layout.V1 and minor >= 2), int(spec.has_util), int(last_kernel is not None),
-         size, ref["device_num_raw"], ref["device_num"], ref["proc_num_raw"], ref["proc_num"],
-         ref["live_procs"], ref["skipped_slots"], ref["sm_init_flag"], ref["utilization_switch"],
-         ref["recent_kernel"], ref["priority"], last_kernel or 0, bits, 1, size,
-         *ref["limits"], *ref["sm_limits"])
-    return _assemble(h, [DeviceUsage(**d) for d in ref["devices"]], ref["invalid_uuid_devices"], path)
-
-
 class Region:
     """One open shared-region file.  Use :meth:`open`; close it (or use ``with``)."""
 
-    __slots__ = ("path", "writable", "_fd", "_out", "_buf", "_err", "_hint", "_python")
+    __slots__ = ("path", "writable", "_fd", "_out", "_buf", "_err", "_hint")
 
     def __init__(self, fd: int, path: str, writable: bool):
-        self._python = _python_reader_selected()
         self._fd = fd
         self.path = path
         self.writable = writable
@@ -407,8 +342,6 @@ class Region:
 
     def read(self) -> RegionSnapshot:
         """Decode the region now: one native call (fstat, header, tail, live slots)."""
-        if self._python:
-            return _read_python(self.fileno(), self.path)
         if lib.vgpu_region_read(self.fileno(), self._hint, self._out, self._err) < 0:
             self._hint = 0
             raise _error(self._err, self.path)

@@ -276,7 +276,7 @@ class NodeRegistrar:
     """Keeps this Node's register annotation (and handshake) right; one background thread.
 
     ``start(loop=False)`` leaves the deciding to the caller's :meth:`tick` (tests with a
-    :class:`~vgpu.kube.clock.FakeClock`); the node watch runs either way.
+    fake clock); the node watch runs either way.
     """
 
     def __init__(self, client: KubeClient, node_name: str, register: str | None,
@@ -371,7 +371,7 @@ class NodeRegistrar:
 
     def wait_idle(self, t: float, timeout: float) -> bool:
         """Wait until the loop has decided at clock time ``t`` or later with every input seen
-        (tests with a :class:`~vgpu.kube.clock.FakeClock`)."""
+        (tests with a fake clock)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while self.evaluated_at < t or self._evaluated_changes != self._changes:

@@ -2,7 +2,7 @@
 
 :class:`Monitor` owns discovery (scan + inotify), GC, the feedback loop and the collector
 registry.  It takes its pod source and host-GPU source as arguments, so tests and benchmarks
-drive it with :class:`vgpu.monitor.pods.StaticPods` or a real watch, the real fake NVML, and a
+drive it with the stand-ins' fixed ``StaticPods`` or a real watch, the real fake NVML, and a
 fake clock; :mod:`vgpu.monitor.daemon` wires it to the API server, NVML and HTTP.
 
 Every ``interval_s`` (5 s, the feedback period libvgpu's ``recent_kernel`` countdown assumes):

@@ -123,14 +123,6 @@ class PodIndex:
             self._synced = True
 
 
-class StaticPods(PodIndex):
-    """A fixed, synced set of pods (tests, benchmarks and ``vgpu demo`` without an API server)."""
-
-    def __init__(self, pods: list[dict[str, Any]] | None = None, names: ResourceNames | None = None) -> None:
-        super().__init__(names)
-        self.replace(pods or [])
-
-
 class WatchedPods(PodIndex):
     """:class:`PodIndex` kept current by the node-scoped pod watch of :mod:`vgpu.kube`."""
 

@@ -1,1 +1,1 @@
-"""Stand-ins that speak the real protocols: fake NVML helper, fake kubelet, simulated API server, scheduler emulator."""
+"""Stand-ins that speak the real protocols (fake NVML, kubelet, API server, Volcano scheduler, libvgpu) and the demo."""

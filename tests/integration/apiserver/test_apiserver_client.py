@@ -254,8 +254,8 @@ def test_concurrent_writers_and_a_watch_stay_consistent(apiserver, core):
     """8 threads x 25 patches on one node: no lost update, one version per write, ordered events."""
     import threading
 
-    from vgpu.sim.apiresources import NODES
-    from vgpu.sim.apistore import compile_selectors
+    from vgpu.sim.apiserver.resources import NODES
+    from vgpu.sim.apiserver.store import compile_selectors
 
     core.create_node({"metadata": {"name": "busy"}})
     start_rv = apiserver.store.resource_version

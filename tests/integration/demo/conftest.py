@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 
 class DemoRun:

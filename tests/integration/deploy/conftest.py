@@ -8,8 +8,7 @@ import pytest
 
 from tests.integration.volcano.conftest import apiserver, cluster, cluster_factory, hook_path  # noqa: F401
 from tests.integration.volcano.conftest import NODE
-from tests.integration.monitor.process import MonitorProcess
-from tests.support.processes import wait_until
+from vgpu.sim.processes import MonitorProcess, wait_until
 
 
 @pytest.fixture
@@ -45,7 +44,7 @@ def run_allocation_flow(cluster):
     lock release), and a pod nobody scheduled (Allocate fails, the plugin posts an Event).
     """
     from vgpu.protocol import keys
-    from vgpu.sim.admission import pod_manifest
+    from vgpu.sim.kubelet.admission import pod_manifest
 
     from tests.integration.volcano.conftest import MEMORY, NUMBER
 

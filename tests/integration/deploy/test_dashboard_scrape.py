@@ -21,9 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.nvml.conftest import NvmlChild
 from tests.integration.volcano.conftest import MEMORY, NODE, NUMBER, UUID0, UUID1, a10, a100
 from tests.unit.deploy.test_dashboard import queried_metrics
-from vgpu.hamicore.writer import RegionWriter
 from vgpu.protocol import allocation_progress, decode_pod_devices, keys, scheduler_allocation
-from vgpu.sim.admission import pod_manifest
+from vgpu.sim.hamicore.writer import RegionWriter
+from vgpu.sim.kubelet.admission import pod_manifest
 
 from .conftest import wait_until
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.processes import REPO_ROOT, python_child_env
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
+from vgpu.sim.processes import REPO_ROOT, python_child_env
 
 CHILD = r"""
 import ctypes, json, sys, threading, time, traceback

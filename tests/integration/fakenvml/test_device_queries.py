@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pynvml
 
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 MIB = 1024 * 1024
 

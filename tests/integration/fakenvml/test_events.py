@@ -5,7 +5,7 @@ import time
 
 import pynvml
 
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 XID = pynvml.nvmlEventTypeXidCriticalError
 DBE = pynvml.nvmlEventTypeDoubleBitEccError

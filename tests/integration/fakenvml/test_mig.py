@@ -5,7 +5,7 @@ import re
 
 import pynvml
 
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 MIB = 1024 * 1024
 GI_2G = 14   # A100 2g.20gb profile id

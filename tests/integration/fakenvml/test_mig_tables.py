@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 A100_CONSTANTS = [(0x0, 7, list(range(7)), 1), (0x7, 1, list(range(7)), 1), (0x9, 4, [0, 2, 4, 6], 2),
                   (0x1, 3, [0, 2, 4], 2), (0x2, 2, [0, 4], 4), (0x3, 1, [0], 4), (0x4, 1, [0], 8)]

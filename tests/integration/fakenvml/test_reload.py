@@ -6,7 +6,7 @@ import os
 
 import pynvml
 
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 MIB = 1024 * 1024
 

@@ -17,7 +17,7 @@ import yaml
 
 from tests.integration.nvml.conftest import ChildError, NvmlChild
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES, geometries_as_data
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 A100 = "NVIDIA A100-SXM4-80GB"
 H200 = "NVIDIA H200 141GB HBM3e"

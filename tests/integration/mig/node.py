@@ -24,7 +24,7 @@ from vgpu.nvml.mig_calls import CI_PROFILE_FOR_SLICES, MigNvml
 from vgpu.plugin.mig_seam import mig_visible_devices
 from vgpu.plugin.responses import AllocationError
 from vgpu.protocol.pod_model import ResourceNames, pod_view
-from vgpu.sim.fakenvml import write_json_atomic
+from vgpu.sim.nvml.fakenvml import write_json_atomic
 
 NAMES = ResourceNames("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 from .conftest import A100, H200
 from .test_mig_apply import PLANS, check_layout

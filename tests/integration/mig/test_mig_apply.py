@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 from .conftest import A100, H200
 

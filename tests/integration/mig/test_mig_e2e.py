@@ -19,8 +19,8 @@ from tests.integration.volcano.conftest import (  # noqa: F401 - fixtures used b
 )
 from vgpu.nvml import errors
 from vgpu.protocol import decode_pod_devices, decode_register, keys
-from vgpu.sim import fakenvml
-from vgpu.sim.admission import pod_manifest
+from vgpu.sim.kubelet.admission import pod_manifest
+from vgpu.sim.nvml import fakenvml
 
 from .conftest import A100, MigChild
 from .test_mig_apply import PLANS, check_layout

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from vgpu.nvml import errors
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 from .conftest import A30, A100, device_config
 

@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 
 from tests.unit.monitor.helpers import UUIDS
-from vgpu.sim import fakenvml
 from vgpu.sim.apiserver import ApiServer
-
-from .process import MonitorProcess
+from vgpu.sim.nvml import fakenvml
+from vgpu.sim.processes import MonitorProcess
 
 NODE = "node-1"
 

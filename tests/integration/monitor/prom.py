@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from tests.support.processes import LoggedProcess, free_port
+from vgpu.sim.processes import LoggedProcess, free_port
 
 _install_error: str | None = None
 

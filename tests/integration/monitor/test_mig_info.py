@@ -11,8 +11,7 @@ from typing import Any
 from tests.integration.mig.conftest import mig_node  # noqa: F401 - the fixture, reused
 from tests.unit.monitor.helpers import one, parse, wait_until
 from vgpu.sim.apiserver import ApiServer
-
-from .process import MonitorProcess
+from vgpu.sim.processes import MonitorProcess
 
 G0 = "GPU-00000000-6888-5063-1e4d-f2a09cfbf000"
 NUM = "volcano.sh/vgpu-number"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from tests.support.imports import loaded_modules, under, vgpu_with_module_dump
 
 from .conftest import create_pod
-from .process import MonitorProcess
+from vgpu.sim.processes import MonitorProcess
 
 
 def test_monitor_process_imports_no_simulator(tmp_path, apiserver, kubeconfig, hook, nvml):

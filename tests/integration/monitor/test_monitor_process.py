@@ -14,7 +14,7 @@ import struct
 import time
 
 from tests.unit.monitor.helpers import MIB, UUIDS, add_container, container_dir, one, parse, wait_until, write_region
-from vgpu.hamicore.writer import RegionWriter
+from vgpu.sim.hamicore.writer import RegionWriter
 
 from .conftest import create_pod, set_phase
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.processes import REPO_ROOT, python_child_env
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
+from vgpu.sim.processes import REPO_ROOT, python_child_env
 
 # The child: one JSON request per line ({"exec": src} or {"eval": expr}), one JSON answer.
 CHILD_LOOP = r"""

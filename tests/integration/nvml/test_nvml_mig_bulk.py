@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vgpu.nvml import errors
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 SETUP = """
 from vgpu.nvml.mig_calls import MigNvml, Placement, instance_query

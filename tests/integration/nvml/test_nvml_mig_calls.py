@@ -6,7 +6,7 @@ import json
 import pytest
 
 from vgpu.nvml import errors
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 SETUP = """
 from vgpu.nvml.mig_calls import MigNvml, Placement

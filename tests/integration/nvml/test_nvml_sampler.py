@@ -5,7 +5,7 @@ import time
 
 
 from vgpu.nvml import errors
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 MIB = 1024 * 1024
 SETUP = "from vgpu.nvml.sampler import Sampler\ns = Sampler(max_processes={max_processes})"

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.processes import LoggedProcess, subprocess_env
-from vgpu.sim import fakenvml
 from vgpu.sim.kubelet import FakeKubelet
+from vgpu.sim.nvml import fakenvml
+from vgpu.sim.processes import LoggedProcess, subprocess_env
 
 NAMES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
 SOCKETS = ("nvidia-vgpu-number.sock", "nvidia-vgpu-memory.sock", "nvidia-vgpu-cores.sock")

@@ -1,7 +1,7 @@
 """Done-when of the device-plugin issue, against the real `vgpu plugin` process.
 
-Real gRPC over unix sockets, the fake NVML (vgpu/sim/fakenvml.py) and the fake kubelet
-(vgpu/sim/kubelet.py).
+Real gRPC over unix sockets, the fake NVML (vgpu/sim/nvml/fakenvml.py) and the fake kubelet
+(vgpu/sim/kubelet/device_manager.py).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 from .conftest import NAMES, SOCKETS
 

@@ -14,7 +14,7 @@ from kubernetes import client
 from vgpu.protocol import RegisterRecord, encode_register, encode_reported, keys
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
-from vgpu.sim.scheduler_model import SchedulerConfig
+from vgpu.sim.scheduler.model import SchedulerConfig
 
 U0 = "GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e"
 U1 = "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c"

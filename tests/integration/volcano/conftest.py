@@ -4,7 +4,7 @@ Real processes and real sockets: the simulated API server over HTTP on 127.0.0.1
 ``vgpu plugin`` process (fake NVML, ``KUBECONFIG`` pointing at the server, ``HOOK_PATH`` in a
 temp dir), the fake kubelet on unix sockets, and the Volcano scheduler emulator talking to
 the server through the official client.  The kubelet's admission is driven by
-``vgpu.sim.admission.Admitter``; the node's ``status.allocatable`` is copied from the fake
+``vgpu.sim.kubelet.admission.Admitter``; the node's ``status.allocatable`` is copied from the fake
 kubelet, as the real kubelet's status loop would.  Everything is torn down, also on failure.
 """
 from __future__ import annotations
@@ -23,12 +23,12 @@ from kubernetes import client as k8s
 
 from tests.integration.plugin.conftest import PluginProcess
 from vgpu.protocol import keys
-from vgpu.sim import fakenvml
-from vgpu.sim.admission import Admitter, node_status_from_kubelet, update_node_resources
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.kubelet import FakeKubelet
+from vgpu.sim.kubelet.admission import Admitter, node_status_from_kubelet, update_node_resources
+from vgpu.sim.nvml import fakenvml
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
-from vgpu.sim.scheduler_model import SchedulerConfig
+from vgpu.sim.scheduler.model import SchedulerConfig
 
 NODE = "node-1"
 NUMBER, MEMORY, CORES = "volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from vgpu.kube import events as ev
 from vgpu.protocol import keys
-from vgpu.sim.admission import pod_manifest
+from vgpu.sim.kubelet.admission import pod_manifest
 
 from .conftest import MEMORY, NODE, NUMBER, UUID0, a100
 

@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from vgpu.protocol import decode_register, decode_register_as_volcano, keys
-from vgpu.sim.admission import pod_manifest
+from vgpu.sim.kubelet.admission import pod_manifest
 
 from .conftest import CORES, MEMORY, NODE, NUMBER, UUID0, UUID1, a100
 
@@ -247,7 +247,7 @@ def test_plugin_requests_stay_within_the_clusterrole(cluster):
 
 def test_invalid_handshake_mode_is_a_config_error(tmp_path):
     from tests.integration.plugin.conftest import PluginProcess
-    from vgpu.sim import fakenvml
+    from vgpu.sim.nvml import fakenvml
     nvml = fakenvml.FakeNvml.create(tmp_path / "hs", [a100(0, UUID0)])
     p = PluginProcess(tmp_path, str(tmp_path), nvml, env={"VGPU_HANDSHAKE": "sometimes",
                                                           "KUBECONFIG": str(tmp_path / "none")}).start()
@@ -260,7 +260,7 @@ def test_invalid_handshake_mode_is_a_config_error(tmp_path):
 
 def test_unreadable_kubeconfig_is_a_config_error(tmp_path):
     from tests.integration.plugin.conftest import PluginProcess
-    from vgpu.sim import fakenvml
+    from vgpu.sim.nvml import fakenvml
     nvml = fakenvml.FakeNvml.create(tmp_path / "kc", [a100(0, UUID0)])
     p = PluginProcess(tmp_path, str(tmp_path), nvml, env={"KUBECONFIG": str(tmp_path / "missing.yaml")}).start()
     try:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from tests.conftest import subprocess_env
-from vgpu.sim.admission import pod_manifest
+from vgpu.sim.kubelet.admission import pod_manifest
 
 from .conftest import CORES, MEMORY, NODE, NUMBER, UUID0, UUID1
 

@@ -18,7 +18,7 @@ import random
 from typing import Any
 
 from vgpu.protocol import decode_pod_devices, keys, vgpu_time_sort_key
-from vgpu.sim.admission import pod_manifest
+from vgpu.sim.kubelet.admission import pod_manifest
 
 from .conftest import CORES, MEMORY, NODE, NUMBER, a10
 

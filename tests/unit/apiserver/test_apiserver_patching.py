@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from vgpu.sim.patching import PatchError, json_patch, merge_patch, parse_patch_body, strategic_merge_patch
+from vgpu.sim.apiserver.patching import PatchError, json_patch, merge_patch, parse_patch_body, strategic_merge_patch
 
 # ---------------------------------------------------------------- RFC 7386
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from vgpu.sim.selectors import SelectorError, parse_field_selector, parse_label_selector
+from vgpu.sim.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 
 def fields_of(obj: dict[str, str]):

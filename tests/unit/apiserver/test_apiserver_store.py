@@ -5,10 +5,10 @@ import threading
 
 import pytest
 
-from vgpu.sim import apievents
-from vgpu.sim.apierrors import ApiError
-from vgpu.sim.apiresources import PODS
-from vgpu.sim.apistore import Store, compile_selectors
+from vgpu.sim.apiserver.errors import ApiError
+from vgpu.sim.apiserver.events import from_core, to_core
+from vgpu.sim.apiserver.resources import PODS
+from vgpu.sim.apiserver.store import Store, compile_selectors
 
 
 def pod(name: str, ns: str = "default", **meta) -> dict:
@@ -266,6 +266,6 @@ def test_events_v1_round_trip():
           "regarding": {"kind": "Pod", "name": "p"}, "note": "boom", "reason": "Failed", "type": "Warning",
           "reportingController": "vgpu", "reportingInstance": "n1", "action": "Allocate",
           "eventTime": "2026-01-01T00:00:00.000000Z"}
-    core = apievents.to_core(v1)
+    core = to_core(v1)
     assert core["involvedObject"] == {"kind": "Pod", "name": "p"} and core["message"] == "boom"
-    assert apievents.from_core(core) == v1
+    assert from_core(core) == v1

@@ -6,8 +6,8 @@ import pathlib
 import pytest
 
 from vgpu.protocol import keys
-from vgpu.sim.demo_options import DemoConfigError
-from vgpu.sim.demo_pods import DEFAULT_EXAMPLES, EXPECT_SUCCESS, EXPECT_UNSCHEDULABLE, container_env, load_examples
+from vgpu.sim.demo.options import DemoConfigError
+from vgpu.sim.demo.pods import DEFAULT_EXAMPLES, EXPECT_SUCCESS, EXPECT_UNSCHEDULABLE, container_env, load_examples
 
 VGPU = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu.sim.demo_metrics import ExpositionError, host_samples, parse_exposition, per_pod, pod_samples
+from vgpu.sim.demo.metrics import ExpositionError, host_samples, parse_exposition, per_pod, pod_samples
 
 TEXT = r'''# HELP Device_memory_desc_of_container Container device meory description
 # TYPE Device_memory_desc_of_container counter

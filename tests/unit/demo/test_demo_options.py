@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from vgpu.sim.demo_options import DemoConfigError, build_options, gpu_uuid, parse_gpus
+from vgpu.sim.demo.options import DemoConfigError, build_options, gpu_uuid, parse_gpus
 
 
 def test_default_is_two_nodes_one_per_mode():

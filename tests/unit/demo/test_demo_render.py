@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from vgpu.sim.demo_render import Printer, clip, human_bytes, short_uuid, table, visible_len
+from vgpu.sim.demo.render import Printer, clip, human_bytes, short_uuid, table, visible_len
 
 
 def test_table_aligns_columns_and_ignores_colour_codes():

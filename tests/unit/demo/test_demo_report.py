@@ -5,10 +5,10 @@ import io
 import pathlib
 
 from vgpu.protocol import keys
-from vgpu.sim.demo_options import build_options
-from vgpu.sim.demo_pods import EXPECT_SUCCESS, EXPECT_UNSCHEDULABLE, RUNNING, SKIPPED, UNSCHEDULABLE, Example, PodRecord
-from vgpu.sim.demo_render import Printer
-from vgpu.sim.demo_report import (
+from vgpu.sim.demo.options import build_options
+from vgpu.sim.demo.pods import EXPECT_SUCCESS, EXPECT_UNSCHEDULABLE, RUNNING, SKIPPED, UNSCHEDULABLE, Example, PodRecord
+from vgpu.sim.demo.render import Printer
+from vgpu.sim.demo.report import (
     EXIT_CHECKS,
     EXIT_COMPONENT,
     EXIT_INTERRUPTED,

@@ -6,7 +6,7 @@ import pathlib
 
 from vgpu.hamicore.region import Region, read_region
 from vgpu.plugin.api import pb
-from vgpu.sim.demo_workload import CONTEXT_MIB, MIB, Duty, HamiCoreContainer, host_cache_file
+from vgpu.sim.demo.workload import CONTEXT_MIB, MIB, Duty, HamiCoreContainer, host_cache_file
 
 UUID0 = "GPU-3027c995-aea7-5442-8f21-81a962d2a515"
 UUID1 = "GPU-ef2e40e8-4d39-532b-bf69-c36c9ebcc70e"

@@ -108,7 +108,7 @@ def test_scheduler_configmap_enables_vgpu_and_points_at_our_geometries():
 
 
 def test_scheduler_arguments_are_accepted_by_the_scheduler_emulator():
-    from vgpu.sim.scheduler_model import SchedulerConfig
+    from vgpu.sim.scheduler.model import SchedulerConfig
     args = {p["name"]: p.get("arguments") or {} for tier in _scheduler_conf()["tiers"]
             for p in tier["plugins"]}["deviceshare"]
     cfg = SchedulerConfig(version="master", policy=args["deviceshare.SchedulePolicy"],

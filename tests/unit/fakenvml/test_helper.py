@@ -1,4 +1,4 @@
-"""vgpu.sim.fakenvml: the helper that writes the fake NVML's config (no library calls)."""
+"""vgpu.sim.nvml.fakenvml: the helper that writes the fake NVML's config (no library calls)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from vgpu.sim import fakenvml
+from vgpu.sim.nvml import fakenvml
 
 
 def test_device_defaults_are_a_realistic_a100():

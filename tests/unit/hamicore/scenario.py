@@ -1,30 +1,27 @@
-"""Region files for tests: the real HAMi-core fixtures and a standard writer-made scenario."""
+"""Region files for tests: the real HAMi-core fixtures, and the native-vs-reference cross-check.
+
+The standard writer-made scenario lives with the stand-ins (:mod:`vgpu.sim.hamicore.scenario`,
+the benchmarks use it too); its names are importable from here as well.
+"""
 from __future__ import annotations
 
 import gzip
 import json
 import pathlib
 
-from vgpu.hamicore.writer import RegionWriter
+from vgpu.sim.hamicore.scenario import (  # noqa: F401 - the region tests use them from here
+    ENV,
+    GIB,
+    MIB,
+    NOW,
+    STANDARD_EXPECTED,
+    UUIDS,
+    VARIANTS,
+    standard_region,
+)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "hami-core"  # provenance: its README.md
-MIB = 2**20
-GIB = 2**30
-NOW = 1_800_000_000
-UUIDS = ("GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e", "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c")
-VARIANTS = ("original", "v0", "v1.1", "v1.2", "interim")
-
-# Limits as Allocate would hand them out (plus a global fallback and a priority).
-ENV = {
-    "CUDA_DEVICE_MEMORY_LIMIT_0": "3000m",
-    "CUDA_DEVICE_MEMORY_LIMIT_1": "2048m",
-    "CUDA_DEVICE_MEMORY_LIMIT": "1g",
-    "CUDA_DEVICE_SM_LIMIT": "50",
-    "CUDA_DEVICE_SM_LIMIT_0": "50",
-    "CUDA_DEVICE_SM_LIMIT_1": "30",
-    "CUDA_TASK_PRIORITY": "3",
-}
 
 
 def fixture_paths(dest: pathlib.Path) -> dict[str, pathlib.Path]:
@@ -39,56 +36,6 @@ def fixture_paths(dest: pathlib.Path) -> dict[str, pathlib.Path]:
 
 def fixture_expected() -> dict:
     return json.loads((FIXTURES / "expected.json").read_text())
-
-
-def standard_region(path: pathlib.Path, variant: str) -> pathlib.Path:
-    """Five processes on two GPUs, one exited normally, one SIGKILLed (slot kept), one suspended.
-
-    Expected per device (slots in use: 101, 102, 104 (killed, still counted), 105 (suspended)):
-      d0: 100 + (300 ctx + 1024) + 400 + 50 = 1874 MiB, context 300 MiB, sm_util 20 + 15 = 35
-      d1: 10 + 512 + 40 + 5 = 567 MiB, sm_util 7
-    (sm_util is 0 on the original layout, which has no device_util.)
-    pid 103 exited normally: its 777 MiB on d0 are not counted.
-    """
-    w = RegionWriter.create(path, variant, env=ENV, now=NOW)
-    try:
-        w.init_devices(UUIDS)
-        usage = {101: (100, 10), 102: (1024, 512), 103: (777, 77), 104: (400, 40), 105: (50, 5)}
-        for pid, (d0, d1) in usage.items():
-            w.attach(pid, now=NOW)
-            if pid == 102:
-                w.add_memory(pid, 0, 300 * MIB, "context")
-                w.set_hostpid(pid, 40102)
-            w.add_memory(pid, 0, d0 * MIB)
-            w.add_memory(pid, 1, d1 * MIB)
-        util = w.spec.has_util  # the original layout has monitorused but no device_util
-        w.set_monitor(102, 0, monitor_used=1500 * MIB, sm_util=20 if util else None)
-        w.set_monitor(104, 0, sm_util=15 if util else None)
-        w.set_monitor(104, 1, monitor_used=45 * MIB, sm_util=7 if util else None)
-        w.detach(103)
-        w.kill(104)
-        w.set_status(105, 2)
-        w.kernel_launch(now=NOW + 5)
-    finally:
-        w.close()
-    return path
-
-
-STANDARD_EXPECTED = {
-    "proc_num": 5,
-    "live_procs": 4,
-    "priority": 3,
-    "limits": (3000 * MIB, 2048 * MIB) + (GIB,) * 14,
-    "sm_limits": (50, 30) + (50,) * 14,
-    "devices": [
-        {"index": 0, "uuid": UUIDS[0], "limit_bytes": 3000 * MIB, "sm_limit": 50, "used_bytes": 1874 * MIB,
-         "context_bytes": 300 * MIB, "module_bytes": 0, "data_bytes": 1574 * MIB, "offset_bytes": 0,
-         "monitor_used_bytes": 1500 * MIB, "sm_util": 35, "procs": 4},
-        {"index": 1, "uuid": UUIDS[1], "limit_bytes": 2048 * MIB, "sm_limit": 30, "used_bytes": 567 * MIB,
-         "context_bytes": 0, "module_bytes": 0, "data_bytes": 567 * MIB, "offset_bytes": 0,
-         "monitor_used_bytes": 45 * MIB, "sm_util": 7, "procs": 4},
-    ],
-}
 
 
 def assert_same(snap, ref: dict) -> None:

@@ -13,7 +13,7 @@ from vgpu.hamicore.contract import (ContainerContract, ContractError, DeviceGran
 from vgpu.hamicore.limits import limits_from_env, parse_limit
 from vgpu.hamicore.paths import HostLayout, parse_container_dir_name
 from vgpu.hamicore.region import read_region
-from vgpu.hamicore.writer import RegionWriter
+from vgpu.sim.hamicore.writer import RegionWriter
 
 POD = "7f3c1a52-9d2e-4b7a-8c1e-0a1b2c3d4e5f"
 CACHE = "0b5d5f36-2f0e-4c4e-9a55-6f3f2b7c1d10"

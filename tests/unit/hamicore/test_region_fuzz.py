@@ -21,9 +21,10 @@ import pytest
 
 from tests.unit.hamicore import scenario
 from tests.unit.hamicore.scenario import assert_same
-from vgpu.hamicore import layouts, reference
+from vgpu.hamicore import layouts
 from vgpu.hamicore.layouts import MAGIC
 from vgpu.hamicore.region import Region, RegionError, RegionErrorCode, RegionSnapshot, read_region
+from vgpu.sim.hamicore import reference
 
 N_FIELDS = 5000
 N_RESIZE = 1500

@@ -7,10 +7,10 @@ import pytest
 
 from tests.unit.hamicore import scenario
 from tests.unit.hamicore.scenario import GIB, MIB, NOW, STANDARD_EXPECTED, assert_same
-from vgpu.hamicore import reference
 from vgpu.hamicore.layouts import MAGIC, Layout
 from vgpu.hamicore.region import Region, read_region
-from vgpu.hamicore.writer import RegionWriter
+from vgpu.sim.hamicore import reference
+from vgpu.sim.hamicore.writer import RegionWriter
 
 EXPECTED = scenario.fixture_expected()
 

@@ -14,10 +14,11 @@ import pytest
 
 from tests.unit.hamicore import scenario
 from tests.unit.hamicore.scenario import MIB, assert_same
-from vgpu.hamicore import layouts, reference
+from vgpu.hamicore import layouts
 from vgpu.hamicore.layouts import Layout
 from vgpu.hamicore.region import Region, RegionError, RegionErrorCode, read_region
-from vgpu.hamicore.writer import RegionWriter
+from vgpu.sim.hamicore import reference
+from vgpu.sim.hamicore.writer import RegionWriter
 
 
 def _poke(path, offset: int, fmt: str, *values) -> None:
@@ -337,7 +338,7 @@ def test_layouts_below_minor_2_are_read_plainly(tmp_path, variant):
 
 WRITER = textwrap.dedent("""
     import sys, time
-    from vgpu.hamicore.writer import RegionWriter
+    from vgpu.sim.hamicore.writer import RegionWriter
     path, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])
     w = RegionWriter.create(path, "v1.2", env={})
     k = 0

@@ -25,8 +25,8 @@ from vgpu.plugin.api import pb
 from vgpu.plugin.devices import ResourceKind, resource_specs
 from vgpu.plugin.resources import ResourceManager
 from vgpu.protocol import ContainerDevice, scheduler_allocation
-from vgpu.sim.admission import pod_manifest
 from vgpu.sim.apiserver import ApiServer
+from vgpu.sim.kubelet.admission import pod_manifest
 
 NODE = "node-1"
 NUMBER, MEMORY, CORES = "volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores"

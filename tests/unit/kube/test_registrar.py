@@ -14,7 +14,6 @@ import pytest
 from kubernetes import client as k8s
 
 from vgpu.kube.client import KubeClient
-from vgpu.kube.clock import FakeClock
 from vgpu.kube.registrar import (
     HandshakeMode,
     NodeRegistrar,
@@ -24,8 +23,9 @@ from vgpu.kube.registrar import (
 from vgpu.kube.watchcache import newer_or_equal, resource_version_of
 from vgpu.protocol import keys
 from vgpu.sim.apiserver import ApiServer
+from vgpu.sim.clock import FakeClock
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
-from vgpu.sim.scheduler_model import SchedulerConfig
+from vgpu.sim.scheduler.model import SchedulerConfig
 
 from .conftest import NODE, gpu, make_config
 

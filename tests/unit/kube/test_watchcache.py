@@ -8,8 +8,8 @@ import pytest
 from vgpu.kube.caches import node_pod_cache
 from vgpu.kube.client import KubeApiError, KubeClient, KubeUnavailable
 from vgpu.kube.watchcache import WatchCache, newer_or_equal
-from vgpu.sim.admission import pod_manifest
 from vgpu.sim.apiserver import ApiServer
+from vgpu.sim.kubelet.admission import pod_manifest
 
 from .conftest import NODE
 

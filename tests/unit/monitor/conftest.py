@@ -10,8 +10,9 @@ import pytest
 
 from vgpu.monitor.core import Monitor
 from vgpu.monitor.daemon import open_nvml
-from vgpu.monitor.pods import PodIndex, StaticPods
-from vgpu.sim import fakenvml
+from vgpu.monitor.pods import PodIndex
+from vgpu.sim.nvml import fakenvml
+from vgpu.sim.pods import StaticPods
 
 
 

@@ -5,67 +5,18 @@ import os
 import pathlib
 import re
 import time
-import uuid as uuidlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from tests.unit.hamicore.scenario import MIB, NOW, UUIDS  # noqa: F401 - the monitor tests import them from here
-from vgpu.hamicore.writer import RegionWriter
-
-
-def new_uid() -> str:
-    return str(uuidlib.uuid4())
-
-
-def container_dir(hook: pathlib.Path, uid: str, ctr: str) -> pathlib.Path:
-    d = hook / "containers" / f"{uid}_{ctr}"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def write_region(path: pathlib.Path, *, variant: str = "v1.2", uuids: Sequence[str] = UUIDS,
-                 limits_mib: Sequence[int] = (3000, 2048), procs: Iterable[tuple[int, Sequence[int]]] = (),
-                 sm_util: dict[tuple[int, int], int] | None = None, priority: int | None = None,
-                 context_mib: dict[tuple[int, int], int] | None = None, now: int | None = NOW,
-                 keep_open: bool = False) -> RegionWriter | pathlib.Path:
-    """A region as libvgpu writes it: ``procs`` = [(pid, [MiB on d0, MiB on d1, ...])]."""
-    env = {f"CUDA_DEVICE_MEMORY_LIMIT_{i}": f"{m}m" for i, m in enumerate(limits_mib)}
-    if priority is not None:
-        env["CUDA_TASK_PRIORITY"] = str(priority)
-    w = RegionWriter.create(path, variant, env=env, now=now)
-    w.init_devices(list(uuids))
-    for pid, per_dev in procs:
-        w.attach(pid, now=now)
-        for d, mib in enumerate(per_dev):
-            if context_mib and (pid, d) in context_mib:
-                w.add_memory(pid, d, context_mib[(pid, d)] * MIB, "context")
-            if mib:
-                w.add_memory(pid, d, mib * MIB)
-    for (pid, d), util in (sm_util or {}).items():
-        w.set_monitor(pid, d, sm_util=util)
-    if keep_open:
-        return w
-    w.close()
-    return path
-
-
-def add_container(hook: pathlib.Path, uid: str, ctr: str, name: str = "a.cache", **kw: Any) -> pathlib.Path:
-    d = container_dir(hook, uid, ctr)
-    write_region(d / name, **kw)
-    return d / name
-
-
-def pod(uid: str, name: str, *, namespace: str = "default", containers: Sequence[str] = ("main",),
-        phase: str = "Running", node: str = "node-1", annotations: dict[str, str] | None = None,
-        labels: dict[str, str] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "1"}
-    if annotations:
-        meta["annotations"] = annotations
-    if labels:
-        meta["labels"] = labels
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": node, "containers": [{"name": c, "image": "busybox:1.36"} for c in containers]},
-            "status": {"phase": phase}}
+from vgpu.sim.hamicore.scenario import (  # noqa: F401 - the monitor tests import them from here
+    MIB,
+    NOW,
+    UUIDS,
+    add_container,
+    container_dir,
+    write_region,
+)
+from vgpu.sim.pods import new_uid, pod  # noqa: F401 - the monitor tests import them from here
 
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]

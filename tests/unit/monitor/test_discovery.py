@@ -9,8 +9,8 @@ import struct
 import time
 
 from vgpu.hamicore.paths import HostLayout, container_cache_file, prepare_container_dir
-from vgpu.hamicore.writer import RegionWriter
 from vgpu.monitor.discovery import MAX_ROOT_ENTRIES
+from vgpu.sim.hamicore.writer import RegionWriter
 
 from .helpers import UUIDS, add_container, container_dir, new_uid, parse, region_bytes, write_region
 

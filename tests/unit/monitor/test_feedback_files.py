@@ -5,8 +5,8 @@ import struct
 
 import pytest
 
-from vgpu.hamicore.writer import RegionWriter
-from vgpu.monitor.pods import StaticPods
+from vgpu.sim.hamicore.writer import RegionWriter
+from vgpu.sim.pods import StaticPods
 
 from .helpers import UUIDS, add_container, new_uid, pod, region_bytes
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import os
 
-from vgpu.monitor.pods import PodIndex, StaticPods
+from vgpu.monitor.pods import PodIndex
+from vgpu.sim.pods import StaticPods
 
 from .helpers import add_container, container_dir, new_uid, parse, pod, region_bytes, set_old
 

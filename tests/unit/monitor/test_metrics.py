@@ -9,8 +9,8 @@ import pytest
 from tests.unit.hamicore.scenario import MIB, STANDARD_EXPECTED, VARIANTS, fixture_paths, standard_region
 from vgpu.monitor import families as F
 from vgpu.monitor.core import Monitor
-from vgpu.monitor.pods import StaticPods
 from vgpu.nvml.errors import NVML_ERROR_NOT_SUPPORTED
+from vgpu.sim.pods import StaticPods
 
 from .helpers import UUIDS, add_container, container_dir, headers, new_uid, one, parse, pod, write_region
 

@@ -1,8 +1,9 @@
 """PodInfo: what the monitor keeps of a pod object."""
 from __future__ import annotations
 
-from vgpu.monitor.pods import PodIndex, PodInfo, StaticPods
+from vgpu.monitor.pods import PodIndex, PodInfo
 from vgpu.protocol.pod_model import ResourceNames
+from vgpu.sim.pods import StaticPods
 
 from .helpers import new_uid, pod
 

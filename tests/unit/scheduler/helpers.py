@@ -4,8 +4,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from vgpu.protocol import RegisterRecord, encode_register, encode_reported, keys
-from vgpu.sim.scheduler_core import AllocationPlan, SchedulerCore
-from vgpu.sim.scheduler_model import ContainerView, PodView, SchedulerConfig
+from vgpu.sim.scheduler.core import AllocationPlan, SchedulerCore
+from vgpu.sim.scheduler.model import ContainerView, PodView, SchedulerConfig
 
 UTC = timezone.utc
 T0 = datetime(2026, 8, 20, 2, 0, 0, tzinfo=UTC)

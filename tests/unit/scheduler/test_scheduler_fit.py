@@ -6,10 +6,10 @@ from dataclasses import replace
 import pytest
 
 from vgpu.protocol import ContainerDevice, decode_pod_devices, keys
-from vgpu.sim.scheduler_core import AllocationError
-from vgpu.sim.scheduler_fit import fit_pod, node_order_score, pod_requests, quantity_as_int64
-from vgpu.sim.scheduler_model import ContainerRequest, SchedulerConfig
-from vgpu.sim.scheduler_versions import VERSIONS
+from vgpu.sim.scheduler.core import AllocationError
+from vgpu.sim.scheduler.fit import fit_pod, node_order_score, pod_requests, quantity_as_int64
+from vgpu.sim.scheduler.model import ContainerRequest, SchedulerConfig
+from vgpu.sim.scheduler.versions import VERSIONS
 
 from .helpers import (
     ALLOC,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from vgpu.protocol import MigSlot, RegisterRecord, decode_pod_devices, encode_register, keys
-from vgpu.sim.scheduler_core import AllocationError
+from vgpu.sim.scheduler.core import AllocationError
 
 from .helpers import A100, ALLOC, T0, UUIDS, ctr, ids, make_core, place, pod
 

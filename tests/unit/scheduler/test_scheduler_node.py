@@ -6,9 +6,9 @@ from datetime import timedelta, timezone
 import pytest
 
 from vgpu.protocol import RegisterRecord, encode_register, encode_reported, keys
-from vgpu.sim.scheduler_core import SchedulerCore
-from vgpu.sim.scheduler_model import SchedulerConfig
-from vgpu.sim.scheduler_versions import VERSIONS, normalize_version, switches_for
+from vgpu.sim.scheduler.core import SchedulerCore
+from vgpu.sim.scheduler.model import SchedulerConfig
+from vgpu.sim.scheduler.versions import VERSIONS, normalize_version, switches_for
 
 from .helpers import A100, ALLOC, T0, UUIDS, node_annotations, register
 

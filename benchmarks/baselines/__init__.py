@@ -1,0 +1,1 @@
+"""Straightforward implementations the benchmarks measure our hot paths against (not used by the daemons)."""

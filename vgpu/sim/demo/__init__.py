@@ -1,0 +1,1 @@
+"""`vgpu demo`: the whole flow against the stand-ins — fake GPUs, a simulated cluster, the real daemons."""
