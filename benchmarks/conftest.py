@@ -7,6 +7,7 @@ Thresholds come from ``benchmarks/gates.toml`` by gate id (``ratio_gate(..., "re
 ``limit_gate("memory.plugin.growth", mb)``).  Every evaluation is recorded and written into the
 pytest-benchmark JSON under ``"gates"`` (``make bench`` renders it as build/bench/summary.md).
 """
+
 from __future__ import annotations
 
 import os
@@ -63,8 +64,14 @@ def _current_test() -> str:
     return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
 
 
-def record_gate(gate: str, value: float, *, ours_median_s: float | None = None,
-                baseline_median_s: float | None = None, **detail: Any) -> GateResult:
+def record_gate(
+    gate: str,
+    value: float,
+    *,
+    ours_median_s: float | None = None,
+    baseline_median_s: float | None = None,
+    **detail: Any,
+) -> GateResult:
     """Evaluate declared gate ``gate`` on ``value`` (a ratio, or a value in the gate's unit) and record it.
 
     Does not assert: a test with several gates records them all, then asserts (see :func:`assert_gates`).
@@ -72,16 +79,32 @@ def record_gate(gate: str, value: float, *, ours_median_s: float | None = None,
     g = GATES.get(gate)
     if g is None:
         raise KeyError(f"gate {gate!r} is not declared in {GATES_FILE_NAME}")
-    result = GateResult(g.id, g.kind, g.measures, g.threshold, g.unit, float(value), g.passes(float(value)),
-                        ours_median_s, baseline_median_s, _current_test(), QUICK, True, dict(detail))
+    result = GateResult(
+        g.id,
+        g.kind,
+        g.measures,
+        g.threshold,
+        g.unit,
+        float(value),
+        g.passes(float(value)),
+        ours_median_s,
+        baseline_median_s,
+        _current_test(),
+        QUICK,
+        True,
+        dict(detail),
+    )
     RESULTS.append(result)
     return result
 
 
 def assert_gates(*results: GateResult) -> None:
     """Fail the test if any of ``results`` failed, naming every failing gate."""
-    bad = [f"{r.id}: {_value_text(r)} does not meet {GATES[r.id].threshold_text if r.id in GATES else r.threshold}"
-           for r in results if not r.passed]
+    bad = [
+        f"{r.id}: {_value_text(r)} does not meet {GATES[r.id].threshold_text if r.id in GATES else r.threshold}"
+        for r in results
+        if not r.passed
+    ]
     assert not bad, "; ".join(bad)
 
 
@@ -89,8 +112,17 @@ def _value_text(r: GateResult) -> str:
     return f"{r.value:.2f}x" if r.kind == "ratio" else f"{r.value:.2f} {r.unit}"
 
 
-def ratio_gate(benchmark, fast: Callable[[], Any], slow: Callable[[], Any], gate: str | None = None, *,
-               n: int, minimum: float | None = None, what: str | None = None, interleave: bool = False) -> float:
+def ratio_gate(
+    benchmark,
+    fast: Callable[[], Any],
+    slow: Callable[[], Any],
+    gate: str | None = None,
+    *,
+    n: int,
+    minimum: float | None = None,
+    what: str | None = None,
+    interleave: bool = False,
+) -> float:
     """Benchmark ``fast`` with pytest-benchmark, time ``slow`` in the same run, gate the ratio.
 
     ``gate`` names a ratio gate of gates.toml (its ``min`` is the threshold).  The older form
@@ -119,20 +151,38 @@ def ratio_gate(benchmark, fast: Callable[[], Any], slow: Callable[[], Any], gate
         fast_median, slow_median = benchmark.stats.stats.median, median_time(slow, n)
     ratio = slow_median / fast_median
     if gate is not None:
-        result = record_gate(gate, ratio, ours_median_s=fast_median, baseline_median_s=slow_median, rounds=n,
-                             interleaved=interleave)
+        result = record_gate(
+            gate, ratio, ours_median_s=fast_median, baseline_median_s=slow_median, rounds=n, interleaved=interleave
+        )
     else:
-        result = GateResult(f"undeclared:{benchmark.name}", "ratio", what or benchmark.name, minimum, "x", ratio,
-                            ratio >= minimum, fast_median, slow_median, _current_test(), QUICK, False, {"rounds": n})
+        result = GateResult(
+            f"undeclared:{benchmark.name}",
+            "ratio",
+            what or benchmark.name,
+            minimum,
+            "x",
+            ratio,
+            ratio >= minimum,
+            fast_median,
+            slow_median,
+            _current_test(),
+            QUICK,
+            False,
+            {"rounds": n},
+        )
         RESULTS.append(result)
-    benchmark.extra_info.update({
-        "gate_id": result.id,
-        "baseline_median_s": slow_median,
-        "ratio": ratio,
-        "gate": minimum,
-    })
-    print(f"\n{what}: {fast_median * 1e6:.1f} us vs baseline {slow_median * 1e6:.1f} us "
-          f"-> {ratio:.1f}x (gate >= {minimum}x)")
+    benchmark.extra_info.update(
+        {
+            "gate_id": result.id,
+            "baseline_median_s": slow_median,
+            "ratio": ratio,
+            "gate": minimum,
+        }
+    )
+    print(
+        f"\n{what}: {fast_median * 1e6:.1f} us vs baseline {slow_median * 1e6:.1f} us "
+        f"-> {ratio:.1f}x (gate >= {minimum}x)"
+    )
     assert ratio >= minimum, f"{what}: {ratio:.2f}x is below the required {minimum}x"
     return ratio
 

@@ -4,6 +4,7 @@ Each is started as ``python -m vgpu <command>`` with its log in a file, measured
 with psutil (resident set size of the process and any children it forked) and stopped with
 SIGTERM (SIGKILL after a grace period), also when the benchmark fails.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -13,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import psutil
 
-from vgpu.sim.processes import LoggedProcess, subprocess_env, wait_until as _wait_until
+from vgpu.sim.processes import LoggedProcess, subprocess_env
+from vgpu.sim.processes import wait_until as _wait_until
 
 MB = 1_000_000  # the gates say MB: decimal megabytes (a stricter reading than MiB)
 
@@ -22,8 +24,12 @@ class Daemon(LoggedProcess):
     """``python -m vgpu <args>``; ``rss_mb()`` is its resident memory now."""
 
     def __init__(self, args: Sequence[str], env: Mapping[str, str], log_path: pathlib.Path) -> None:
-        super().__init__([sys.executable, "-m", "vgpu", "--log-level", "INFO", *args], subprocess_env(env),
-                         log_path, name=f"vgpu {' '.join(args[:1])}")
+        super().__init__(
+            [sys.executable, "-m", "vgpu", "--log-level", "INFO", *args],
+            subprocess_env(env),
+            log_path,
+            name=f"vgpu {' '.join(args[:1])}",
+        )
 
     def wait_for_log(self, pattern: str, timeout: float) -> re.Match[str]:
         """The first match of ``pattern`` in the log, once it appears (polled, with a deadline)."""

@@ -6,6 +6,7 @@ a run becomes a :class:`GateResult`; ``benchmarks/conftest.py`` writes them into
 pytest-benchmark JSON (key ``"gates"``), from which ``benchmarks/summary.py`` renders the
 Markdown table.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,9 +26,9 @@ class GateFileError(ValueError):
 @dataclass(frozen=True)
 class Gate:
     id: str
-    kind: str          # "ratio": baseline/ours >= threshold; "max": value <= threshold
+    kind: str  # "ratio": baseline/ours >= threshold; "max": value <= threshold
     threshold: float
-    unit: str          # "x" for ratios
+    unit: str  # "x" for ratios
     measures: str
     source: str
 
@@ -50,13 +51,13 @@ class GateResult:
     measures: str
     threshold: float
     unit: str
-    value: float                      # the ratio, or the measured value in ``unit``
+    value: float  # the ratio, or the measured value in ``unit``
     passed: bool
     ours_median_s: float | None = None
     baseline_median_s: float | None = None
     test: str = ""
     quick: bool = False
-    declared: bool = True             # False: an inline ``minimum=`` not (yet) in gates.toml
+    declared: bool = True  # False: an inline ``minimum=`` not (yet) in gates.toml
     detail: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -86,14 +87,18 @@ def load_gates(path: Path = GATES_FILE) -> dict[str, Gate]:
         key = "min" if kind == "ratio" else "max"
         other = "max" if kind == "ratio" else "min"
         threshold = entry.get(key)
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold > 0 \
-                or math.isinf(threshold):
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, (int, float))
+            or not threshold > 0
+            or math.isinf(threshold)
+        ):
             raise GateFileError(f"{where}: a {kind} gate needs a positive number '{key}', got {threshold!r}")
         if other in entry:
             raise GateFileError(f"{where}: a {kind} gate takes '{key}', not '{other}'")
         unit = entry.get("unit", "x" if kind == "ratio" else None)
         if not isinstance(unit, str) or not unit:
-            raise GateFileError(f"{where}: a max gate needs a 'unit' (e.g. \"MB\", \"ms\")")
+            raise GateFileError(f'{where}: a max gate needs a \'unit\' (e.g. "MB", "ms")')
         measures, source = entry.get("measures"), entry.get("source", "")
         if not isinstance(measures, str) or not measures.strip():
             raise GateFileError(f"{where}: 'measures' must say what the gate measures")

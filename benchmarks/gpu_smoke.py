@@ -10,6 +10,7 @@ a GPU (a test asserts that the mutating MIG calls appear nowhere in this module)
 
     python -m benchmarks.gpu_smoke [--nvml-library PATH] [--rounds N] [--json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,14 @@ def _mig_report(mig: MigNvml, index: int) -> dict[str, Any]:
             info = mig.gpu_instance_profile_info(dev, constant)
         except NvmlError:
             continue  # NOT_SUPPORTED / INVALID_ARGUMENT: the constant is not offered by this GPU
-        entry = {"constant": constant, "id": info.id, "name": info.name, "slices": info.slice_count,
-                 "instances": info.instance_count, "memory_mib": info.memory_size_mb}
+        entry = {
+            "constant": constant,
+            "id": info.id,
+            "name": info.name,
+            "slices": info.slice_count,
+            "instances": info.instance_count,
+            "memory_mib": info.memory_size_mb,
+        }
         try:
             entry["placements"] = [(p.start, p.size) for p in mig.gpu_instance_possible_placements(dev, info.id)]
         except NvmlError as exc:
@@ -79,20 +86,35 @@ def run(library: str | None = None, rounds: int = 200) -> dict[str, Any]:
             baseline = PynvmlSampler()
             node, ref = sampler.sample(), baseline.sample()
             report["sample"] = [
-                {"index": d.index, "memory_total_bytes": d.memory_total_bytes,
-                 "memory_used_bytes": d.memory_used_bytes, "utilization_gpu": d.utilization_gpu,
-                 "utilization_memory": d.utilization_memory, "processes": len(d.processes),
-                 "rc": {"memory": d.memory_rc, "utilization": d.utilization_rc,
-                        "processes": d.processes_rc, "process_util": d.process_util_rc},
-                 # memory total never changes: both paths must agree on it
-                 "matches_pynvml_total": d.memory_total_bytes == r[0]}
-                for d, r in zip(node.devices, ref)]
+                {
+                    "index": d.index,
+                    "memory_total_bytes": d.memory_total_bytes,
+                    "memory_used_bytes": d.memory_used_bytes,
+                    "utilization_gpu": d.utilization_gpu,
+                    "utilization_memory": d.utilization_memory,
+                    "processes": len(d.processes),
+                    "rc": {
+                        "memory": d.memory_rc,
+                        "utilization": d.utilization_rc,
+                        "processes": d.processes_rc,
+                        "process_util": d.process_util_rc,
+                    },
+                    # memory total never changes: both paths must agree on it
+                    "matches_pynvml_total": d.memory_total_bytes == r[0],
+                }
+                for d, r in zip(node.devices, ref)
+            ]
             into_us = _median_us(sampler.sample_into, rounds)
             objects_us = _median_us(sampler.sample, rounds)
             pynvml_us = _median_us(baseline.sample, rounds)
-        report["timing_us"] = {"cffi_sample_into": round(into_us, 1), "cffi_sample": round(objects_us, 1),
-                               "pynvml": round(pynvml_us, 1), "ratio_sample_into": round(pynvml_us / into_us, 2),
-                               "ratio_sample": round(pynvml_us / objects_us, 2), "rounds": rounds}
+        report["timing_us"] = {
+            "cffi_sample_into": round(into_us, 1),
+            "cffi_sample": round(objects_us, 1),
+            "pynvml": round(pynvml_us, 1),
+            "ratio_sample_into": round(pynvml_us / into_us, 2),
+            "ratio_sample": round(pynvml_us / objects_us, 2),
+            "rounds": rounds,
+        }
     finally:
         pynvml.nvmlShutdown()
     mig = MigNvml(lib)
@@ -105,8 +127,9 @@ def run(library: str | None = None, rounds: int = 200) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_smoke", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nvml-library", help="libnvidia-ml.so.1 to load (default: VGPU_NVML_LIBRARY, "
-                        "then the system's)")
+    parser.add_argument(
+        "--nvml-library", help="libnvidia-ml.so.1 to load (default: VGPU_NVML_LIBRARY, then the system's)"
+    )
     parser.add_argument("--rounds", type=int, default=200, help="timed rounds per path (default 200)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
@@ -120,14 +143,20 @@ def main(argv: list[str] | None = None) -> int:
         print()
         return 0
     t = report["timing_us"]
-    print(f"library {report['library']}, driver {report['driver_version']}, "
-          f"{len(report['gpus'])} GPU(s), discovery {report['discovery_ms']} ms")
+    print(
+        f"library {report['library']}, driver {report['driver_version']}, "
+        f"{len(report['gpus'])} GPU(s), discovery {report['discovery_ms']} ms"
+    )
     for g, s in zip(report["gpus"], report["sample"]):
-        print(f"  GPU {g['index']} {g['name']} {g['uuid']} minor {g['minor']} {g['memory_total_mib']} MiB "
-              f"mig_capable={g['mig_capable']} mig_mode={g['mig_mode']} used={s['memory_used_bytes']} "
-              f"rc={s['rc']} total_matches_pynvml={s['matches_pynvml_total']}")
-    print(f"one sample of all GPUs: cffi {t['cffi_sample_into']} us (dataclasses {t['cffi_sample']} us), "
-          f"pynvml {t['pynvml']} us -> {t['ratio_sample_into']}x ({t['ratio_sample']}x)")
+        print(
+            f"  GPU {g['index']} {g['name']} {g['uuid']} minor {g['minor']} {g['memory_total_mib']} MiB "
+            f"mig_capable={g['mig_capable']} mig_mode={g['mig_mode']} used={s['memory_used_bytes']} "
+            f"rc={s['rc']} total_matches_pynvml={s['matches_pynvml_total']}"
+        )
+    print(
+        f"one sample of all GPUs: cffi {t['cffi_sample_into']} us (dataclasses {t['cffi_sample']} us), "
+        f"pynvml {t['pynvml']} us -> {t['ratio_sample_into']}x ({t['ratio_sample']}x)"
+    )
     for uuid, m in report["mig"].items():
         names = ", ".join(f"{p['name'] or p['id']}x{p['instances']}" for p in m.get("profiles", []))
         print(f"  MIG {uuid}: mode {m.get('mig_mode')} profiles: {names or m.get('error', 'none')}")

@@ -7,6 +7,7 @@ Runs pytest (pytest-benchmark) in a child process, writing ``DIR/results.json``;
 wrong; exits non-zero when pytest failed, when a gate failed, or (``--require-all``) when a
 declared gate did not run.  ``--quick`` sets ``VGPU_BENCH_QUICK=1`` (fewer rounds, same gates).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +26,15 @@ def main(argv: list[str] | None = None) -> int:
     pytest_args: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, pytest_args = argv[:cut], argv[cut + 1:]
+        argv, pytest_args = argv[:cut], argv[cut + 1 :]
     ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="CI mode: fewer rounds, same gates")
     ap.add_argument("--out", default="build/bench", help="directory for results.json and summary.md")
-    ap.add_argument("--require-all", action="store_true",
-                    help="fail unless every gate of benchmarks/gates.toml ran (and only declared ones)")
+    ap.add_argument(
+        "--require-all",
+        action="store_true",
+        help="fail unless every gate of benchmarks/gates.toml ran (and only declared ones)",
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -44,8 +48,15 @@ def main(argv: list[str] | None = None) -> int:
         env["VGPU_BENCH_QUICK"] = "1"
     else:
         env.pop("VGPU_BENCH_QUICK", None)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--benchmark-json={results}",
-           *(pytest_args or ["benchmarks"])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        f"--benchmark-json={results}",
+        *(pytest_args or ["benchmarks"]),
+    ]
     print("+", " ".join(cmd), flush=True)
     rc = subprocess.call(cmd, env=env)
 

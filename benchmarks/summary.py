@@ -6,6 +6,7 @@ gate failed (or, with ``--require-all``, if a declared gate did not run or an un
 replaces the page's generated block (between :data:`BEGIN` and :data:`END`) with the summary of a
 full run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,7 +59,7 @@ def _cell(text: str) -> str:
 
 def _machine(data: dict[str, Any]) -> str:
     m = data.get("machine_info") or {}
-    cpu = (m.get("cpu") or {})
+    cpu = m.get("cpu") or {}
     parts = [cpu.get("brand_raw") or m.get("processor") or "unknown CPU"]
     if cpu.get("count"):
         parts.append(f"{cpu['count']} logical CPUs")
@@ -86,13 +87,16 @@ def render(data: dict[str, Any], gates: dict[str, Gate], *, require_all: bool = 
         ours, base = _duration(r.get("ours_median_s")), _duration(r.get("baseline_median_s"))
         if r["kind"] == "max":
             ours = base = "—"
-        rows.append(f"| `{r['id']}` | {_cell(r['measures'])} | {ours} | {base} | {_measured(r)} | "
-                    f"{_threshold(r)} | {verdict} |")
+        rows.append(
+            f"| `{r['id']}` | {_cell(r['measures'])} | {ours} | {base} | {_measured(r)} | {_threshold(r)} | {verdict} |"
+        )
         if not r["passed"]:
             problems.append(f"gate {r['id']} failed: {_measured(r)}, needs {_threshold(r)} ({r.get('test', '')})")
         if require_all and not r.get("declared", True):
-            problems.append(f"gate {r['id']} ({r.get('test', '')}) uses an inline threshold; declare it in "
-                            "benchmarks/gates.toml and pass its id")
+            problems.append(
+                f"gate {r['id']} ({r.get('test', '')}) uses an inline threshold; declare it in "
+                "benchmarks/gates.toml and pass its id"
+            )
     ran = {r["id"] for r in results}
     missing = [gid for gid in gates if gid not in ran]
     if require_all:
@@ -108,7 +112,8 @@ def render(data: dict[str, Any], gates: dict[str, Gate], *, require_all: bool = 
         *rows,
         "",
         f"{len(results)} gate results: {len(results) - failed} passed, {failed} failed"
-        + (f"; not run: {', '.join(missing)}" if missing else "") + ".",
+        + (f"; not run: {', '.join(missing)}" if missing else "")
+        + ".",
     ]
     return Summary("\n".join(lines) + "\n", problems)
 
@@ -129,8 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("source", help="pytest-benchmark JSON (or, with --page, the summary Markdown)")
     ap.add_argument("--require-all", action="store_true", help="every declared gate must have run")
     ap.add_argument("--out", help="write the Markdown here (default: stdout only)")
-    ap.add_argument("--page", help="rewrite this docs page's generated block (docs/performance.md) "
-                    "from the summary SOURCE")
+    ap.add_argument(
+        "--page", help="rewrite this docs page's generated block (docs/performance.md) from the summary SOURCE"
+    )
     args = ap.parse_args(argv)
     if args.page:
         page = Path(args.page)

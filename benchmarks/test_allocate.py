@@ -11,6 +11,7 @@ Each round serves a fresh single-container pod (created in-process and written t
 cache; the previous one is deleted), so the state never drifts.  The LIST cost grows with the
 cluster (JSON of 5,000 pods per call); the cache path does not.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -60,15 +61,28 @@ class ClusterListSource:
 
 def _pod(name: str, node: str, done: bool) -> dict[str, Any]:
     """A realistic pod: two containers (one vGPU), labels, owner, env; done pods carry success keys."""
-    pod = pod_manifest(name, [{"name": "main", "limits": {NUMBER: 1, MEMORY: 4000, CORES: 20},
-                               "env": {"MODEL": "resnet50", "BATCH": "64"}},
-                              {"name": "sidecar", "env": {"LOG_LEVEL": "info"}}])
+    pod = pod_manifest(
+        name,
+        [
+            {
+                "name": "main",
+                "limits": {NUMBER: 1, MEMORY: 4000, CORES: 20},
+                "env": {"MODEL": "resnet50", "BATCH": "64"},
+            },
+            {"name": "sidecar", "env": {"LOG_LEVEL": "info"}},
+        ],
+    )
     pod["metadata"]["labels"] = {"app": "train", "job": name.rsplit("-", 1)[0], "volcano.sh/job-name": "train"}
     pod["spec"]["nodeName"] = node
     if done:
         ann = scheduler_allocation(node, [[ContainerDevice(UUIDS[0], 4000, 20)]], 1_784_884_863)
-        ann.update({"volcano.sh/bind-phase": "success", "volcano.sh/vgpu-time": "18446744073709551615",
-                    "volcano.sh/devices-to-allocate": ""})
+        ann.update(
+            {
+                "volcano.sh/bind-phase": "success",
+                "volcano.sh/vgpu-time": "18446744073709551615",
+                "volcano.sh/devices-to-allocate": "",
+            }
+        )
         pod["metadata"]["annotations"] = ann
     return pod
 
@@ -88,19 +102,34 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     (tmp / "hook").mkdir()
     (tmp / "hook" / "libvgpu.so").write_bytes(b"x")
     (tmp / "hook" / "ld.so.preload").write_text("/usr/local/vgpu/libvgpu.so")
-    gpus = [GpuInfo(i, UUIDS[i], "NVIDIA A100-SXM4-80GB", 81920, i, f"00000000:{7 + i:02X}:00.0", 0, (8, 0),
-                    True, False) for i in range(8)]
+    gpus = [
+        GpuInfo(i, UUIDS[i], "NVIDIA A100-SXM4-80GB", 81920, i, f"00000000:{7 + i:02X}:00.0", 0, (8, 0), True, False)
+        for i in range(8)
+    ]
     cfg = EffectiveConfig(DeviceConfig(gpu_memory_factor=10), NodeConfig())
     health = GpuHealth(UUIDS)
     managers = {s.kind: ResourceManager(s, gpus, cfg, health) for s in resource_specs(cfg)}
     retry = RetryQueue().start()
 
     def allocator(source: Any) -> VolcanoAllocator:
-        return VolcanoAllocator(node_name=NODE, client=client, pods=source, config=lambda: cfg,
-                                hook_path=str(tmp / "hook"), vgpulock_dir=str(tmp / "vgpulock"), retry=retry)
+        return VolcanoAllocator(
+            node_name=NODE,
+            client=client,
+            pods=source,
+            config=lambda: cfg,
+            hook_path=str(tmp / "hook"),
+            vgpulock_dir=str(tmp / "vgpulock"),
+            retry=retry,
+        )
 
-    yield {"api": api, "client": client, "cache": cache, "manager": managers[ResourceKind.NUMBER],
-           "cached": allocator(cache), "listing": allocator(ClusterListSource(client, NODE))}
+    yield {
+        "api": api,
+        "client": client,
+        "cache": cache,
+        "manager": managers[ResourceKind.NUMBER],
+        "cached": allocator(cache),
+        "listing": allocator(ClusterListSource(client, NODE)),
+    }
     retry.stop()
     cache.stop()
     client.close()
@@ -114,8 +143,9 @@ def _round_trip(c: dict[str, Any], allocator: VolcanoAllocator, tag: str) -> Any
     name = f"{tag}-{counter[0]}"
     gpu = counter[0] % 8
     store.create("pods", pod_manifest(name, [{"name": "main", "limits": {NUMBER: 1, MEMORY: 400}}]), "default")
-    pod = store.bind("default", name, NODE, scheduler_allocation(NODE, [[ContainerDevice(UUIDS[gpu], 400, 10)]],
-                                                                 1_784_884_863))
+    pod = store.bind(
+        "default", name, NODE, scheduler_allocation(NODE, [[ContainerDevice(UUIDS[gpu], 400, 10)]], 1_784_884_863)
+    )
     c["cache"].upsert(pod)  # as the watch would deliver it before the kubelet calls us
     prev = c.get("prev")
     if prev is not None:
@@ -129,9 +159,13 @@ def _round_trip(c: dict[str, Any], allocator: VolcanoAllocator, tag: str) -> Any
 
 def test_allocate_node_cache_vs_cluster_wide_list(benchmark, cluster):
     assert cluster["api"].store.count("pods") >= PODS
-    ratio = ratio_gate(benchmark, lambda: _round_trip(cluster, cluster["cached"], "c"),
-                       lambda: _round_trip(cluster, cluster["listing"], "l"),
-                       "allocate.node_cache_vs_cluster_list", n=rounds(60))
+    ratio = ratio_gate(
+        benchmark,
+        lambda: _round_trip(cluster, cluster["cached"], "c"),
+        lambda: _round_trip(cluster, cluster["listing"], "l"),
+        "allocate.node_cache_vs_cluster_list",
+        n=rounds(60),
+    )
     benchmark.extra_info["pods"] = PODS
     assert cluster["cached"].stats.resyncs == 0  # the cache path never LISTs
     print(f"Allocate latency ratio (cluster LIST / node cache): {ratio:.1f}x")

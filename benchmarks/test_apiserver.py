@@ -8,6 +8,7 @@ spec.nodeName), so it costs about the 100 matching pods, not the 5,000 stored on
 Not a product hot path; it guards the property the plugin's pod cache relies on — that
 a node-scoped LIST/WATCH stays cheap when the cluster is large.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -27,11 +28,25 @@ def server() -> Iterator[ApiServer]:
     server = ApiServer().start()
     try:
         for i in range(PODS):
-            server.store.create("pods", {
-                "metadata": {"name": f"pod-{i:05d}", "namespace": f"ns-{i % 20}",
-                             "annotations": {"volcano.sh/vgpu-ids-new": "GPU-0,NVIDIA,3000,50:"}},
-                "spec": {"containers": [{"name": "main", "image": "cuda:12",
-                                         "resources": {"limits": {"volcano.sh/vgpu-number": "1"}}}]}})
+            server.store.create(
+                "pods",
+                {
+                    "metadata": {
+                        "name": f"pod-{i:05d}",
+                        "namespace": f"ns-{i % 20}",
+                        "annotations": {"volcano.sh/vgpu-ids-new": "GPU-0,NVIDIA,3000,50:"},
+                    },
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "cuda:12",
+                                "resources": {"limits": {"volcano.sh/vgpu-number": "1"}},
+                            }
+                        ]
+                    },
+                },
+            )
             server.store.bind(f"ns-{i % 20}", f"pod-{i:05d}", f"node-{i % NODES}")
         yield server
     finally:
@@ -53,7 +68,13 @@ def test_node_filtered_list_vs_full_list(benchmark, server):
     try:
         assert len(filtered()) == PODS // NODES
         assert len(full()) == PODS
-        ratio_gate(benchmark, filtered, full, "apiserver.node_filtered_list", n=rounds(50),
-                   what="LIST pods spec.nodeName=node-7 (100 of 5,000) vs LIST all pods")
+        ratio_gate(
+            benchmark,
+            filtered,
+            full,
+            "apiserver.node_filtered_list",
+            n=rounds(50),
+            what="LIST pods spec.nodeName=node-7 (100 of 5,000) vs LIST all pods",
+        )
     finally:
         conn.close()

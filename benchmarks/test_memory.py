@@ -13,6 +13,7 @@ then deleted (the plugin's pod watch drops it).  RSS is read again after the loo
 (≤ 5 MB).  pytest-benchmark times each lifecycle round, so the JSON also holds the end-to-end
 allocation latency.  Quick mode runs the same 1,000 (about 15 s here).
 """
+
 from __future__ import annotations
 
 import http.client
@@ -67,14 +68,28 @@ def plugin_cluster(tmp_path: pathlib.Path) -> Iterator[PluginCluster]:
         (tmp_path / "device-config.yaml").write_text(DEVICE_CONFIG)
         kubelet = FakeKubelet(sock_dir).start()
         plugin = Daemon(
-            ["plugin", "--node-name", NODE, "--kubelet-socket", f"{sock_dir}/kubelet.sock",
-             "--device-config", str(tmp_path / "device-config.yaml"), "--node-config", str(tmp_path / "none.json")],
+            [
+                "plugin",
+                "--node-name",
+                NODE,
+                "--kubelet-socket",
+                f"{sock_dir}/kubelet.sock",
+                "--device-config",
+                str(tmp_path / "device-config.yaml"),
+                "--node-config",
+                str(tmp_path / "none.json"),
+            ],
             {**nvml.env, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig")), "HOOK_PATH": str(hook)},
-            tmp_path / "plugin.log").start()
+            tmp_path / "plugin.log",
+        ).start()
         kubelet.wait_for_plugins((NUMBER, MEMORY, CORES), timeout=60)
         update_node_resources(api.store, NODE, node_status_from_kubelet(kubelet, (NUMBER, MEMORY, CORES)))
-        wait_for(lambda: (api.store.get("nodes", None, NODE)["metadata"].get("annotations") or {}).get(keys.REGISTER),
-                 60, "the plugin's register annotation", plugin)
+        wait_for(
+            lambda: (api.store.get("nodes", None, NODE)["metadata"].get("annotations") or {}).get(keys.REGISTER),
+            60,
+            "the plugin's register annotation",
+            plugin,
+        )
         api_client = api.api_client()
         scheduler = VolcanoSchedulerEmulator(k8s.CoreV1Api(api_client), SchedulerConfig(version="master"))
         yield PluginCluster(api, kubelet, plugin, scheduler, Admitter(kubelet))
@@ -112,8 +127,10 @@ def test_plugin_rss_after_startup_and_1000_allocations(benchmark, plugin_cluster
     after = c.plugin.rss_mb()
     assert "Traceback" not in c.plugin.log(), c.plugin.log()[-4000:]
     benchmark.extra_info.update({"allocations": n, "rss_startup_mb": startup, "rss_after_mb": after})
-    print(f"\nvgpu plugin RSS: {startup:.1f} MB after startup, {after:.1f} MB after {n} allocations "
-          f"({after - startup:+.1f} MB); pod lifecycle median {benchmark.stats.stats.median * 1e3:.1f} ms")
+    print(
+        f"\nvgpu plugin RSS: {startup:.1f} MB after startup, {after:.1f} MB after {n} allocations "
+        f"({after - startup:+.1f} MB); pod lifecycle median {benchmark.stats.stats.median * 1e3:.1f} ms"
+    )
     assert_gates(
         record_gate("memory.plugin.rss_startup", startup, gpus=GPUS),
         record_gate("memory.plugin.rss_after_loop", after, allocations=n),
@@ -148,25 +165,49 @@ def monitor_node(tmp_path: pathlib.Path) -> Iterator[MonitorNode]:
         nvml = fakenvml.FakeNvml.create(tmp_path / "nvml", [fakenvml.device(i) for i in range(GPUS)])
         containers = tmp_path / "hook" / "containers"
         for k in range(CONTAINERS):
-            pod = api.store.create("pods", {
-                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"job-{k:03d}", "namespace": "default"},
-                "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "cuda:12"}]}}, "default")
-            api.store.patch("pods", "default", f"job-{k:03d}", {"status": {"phase": "Running"}}, "merge",
-                            subresource="status")
+            pod = api.store.create(
+                "pods",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"job-{k:03d}", "namespace": "default"},
+                    "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "cuda:12"}]},
+                },
+                "default",
+            )
+            api.store.patch(
+                "pods", "default", f"job-{k:03d}", {"status": {"phase": "Running"}}, "merge", subresource="status"
+            )
             gpus = [_gpu_uuid((2 * k) % GPUS), _gpu_uuid((2 * k + 1) % GPUS)]
             d = containers / f"{pod['metadata']['uid']}_main"
             d.mkdir(parents=True)
-            with RegionWriter.create(d / "region.cache", "v1.2", env={"CUDA_DEVICE_MEMORY_LIMIT_0": "3000m",
-                                                                       "CUDA_DEVICE_MEMORY_LIMIT_1": "2048m"}) as w:
+            with RegionWriter.create(
+                d / "region.cache",
+                "v1.2",
+                env={"CUDA_DEVICE_MEMORY_LIMIT_0": "3000m", "CUDA_DEVICE_MEMORY_LIMIT_1": "2048m"},
+            ) as w:
                 w.init_devices(gpus)
                 for pid in range(1, 5):
                     w.attach(pid)
                     w.add_memory(pid, 0, 64 * MIB)
                     w.add_memory(pid, 1, 32 * MIB)
-        monitor = Daemon(["monitor", "--node-name", NODE, "--hook-path", str(tmp_path / "hook"),
-                          "--listen", "127.0.0.1:0", "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig")),
-                          "--device-config", str(tmp_path / "none.yaml")],
-                         nvml.env, tmp_path / "monitor.log").start()
+        monitor = Daemon(
+            [
+                "monitor",
+                "--node-name",
+                NODE,
+                "--hook-path",
+                str(tmp_path / "hook"),
+                "--listen",
+                "127.0.0.1:0",
+                "--kubeconfig",
+                str(api.kubeconfig(tmp_path / "kubeconfig")),
+                "--device-config",
+                str(tmp_path / "none.yaml"),
+            ],
+            nvml.env,
+            tmp_path / "monitor.log",
+        ).start()
         port = int(monitor.wait_for_log(r"serving metrics on http://[0-9.]+:(\d+)/metrics", 60).group(1))
         yield MonitorNode(api, monitor, port)
     finally:
@@ -193,8 +234,9 @@ def test_monitor_rss_after_startup_and_1000_scrapes_of_100_containers(benchmark,
 
     try:
         # Startup is complete once the first scan has found every container (and the pods are known).
-        wait_for(lambda: _container_samples(scrape()) == 2 * CONTAINERS, 60, "all 100 containers in /metrics",
-                 m.monitor)
+        wait_for(
+            lambda: _container_samples(scrape()) == 2 * CONTAINERS, 60, "all 100 containers in /metrics", m.monitor
+        )
         startup = m.monitor.rss_mb()
         benchmark.pedantic(scrape, rounds=SCRAPES, iterations=1, warmup_rounds=0)
         assert _container_samples(scrape()) == 2 * CONTAINERS
@@ -202,10 +244,13 @@ def test_monitor_rss_after_startup_and_1000_scrapes_of_100_containers(benchmark,
     finally:
         conn.close()
     assert "Traceback" not in m.monitor.log(), m.monitor.log()[-4000:]
-    benchmark.extra_info.update({"containers": CONTAINERS, "scrapes": SCRAPES, "rss_startup_mb": startup,
-                                 "rss_after_mb": after})
-    print(f"\nvgpu monitor RSS: {startup:.1f} MB after startup, {after:.1f} MB after {SCRAPES} scrapes of "
-          f"{CONTAINERS} containers ({after - startup:+.1f} MB); scrape median {benchmark.stats.stats.median * 1e3:.2f} ms")
+    benchmark.extra_info.update(
+        {"containers": CONTAINERS, "scrapes": SCRAPES, "rss_startup_mb": startup, "rss_after_mb": after}
+    )
+    print(
+        f"\nvgpu monitor RSS: {startup:.1f} MB after startup, {after:.1f} MB after {SCRAPES} scrapes of "
+        f"{CONTAINERS} containers ({after - startup:+.1f} MB); scrape median {benchmark.stats.stats.median * 1e3:.2f} ms"
+    )
     assert_gates(
         record_gate("memory.monitor.rss_startup", startup, containers=CONTAINERS),
         record_gate("memory.monitor.rss_after_loop", after, scrapes=SCRAPES),

@@ -18,6 +18,7 @@ bookkeeping overhead the project controls.  Two measurements:
   both sides, so the ratio is ~0.8–1.2 and the gate (``mig.apply_from_empty``) only says
   planning adds no measurable cost.
 """
+
 from __future__ import annotations
 
 import os
@@ -125,21 +126,24 @@ class PynvmlRound:
     def apply(self) -> list[str]:
         h = pynvml.nvmlDeviceGetHandleByUUID(UUID)
         present = {}
-        for pid in self.profile_ids:                       # read the current layout
+        for pid in self.profile_ids:  # read the current layout
             for gi in self._gpu_instances(h, pid):
                 info = pynvml.nvmlGpuInstanceGetInfo(gi)
-                cis = [pynvml.nvmlComputeInstanceGetInfo(ci).id
-                       for ci in self._compute_instances(gi, self._ci_profile_id(gi, pid))]
+                cis = [
+                    pynvml.nvmlComputeInstanceGetInfo(ci).id
+                    for ci in self._compute_instances(gi, self._ci_profile_id(gi, pid))
+                ]
                 present[(pid, info.placement.start)] = (info.id, cis[0] if cis else None)
         ids = []
         for pid, start, size in self.plan:
-            if (pid, start) in present:                    # already there (the steady state)
+            if (pid, start) in present:  # already there (the steady state)
                 ids.append(present[(pid, start)])
                 continue
             gi = pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(
-                h, pid, byref(pynvml.c_nvmlGpuInstancePlacement_t(start, size)))
+                h, pid, byref(pynvml.c_nvmlGpuInstancePlacement_t(start, size))
+            )
             gi_id = pynvml.nvmlGpuInstanceGetInfo(gi).id
-            pynvml.nvmlGpuInstanceGetInfo(gi)              # the cffi side re-reads the new GI
+            pynvml.nvmlGpuInstanceGetInfo(gi)  # the cffi side re-reads the new GI
             ci_pid = self._ci_profile_id(gi, pid)
             self._compute_instances(gi, ci_pid)
             ci = pynvml.nvmlGpuInstanceCreateComputeInstance(gi, ci_pid)
@@ -150,8 +154,9 @@ class PynvmlRound:
                 m = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
             except pynvml.NVMLError_NotFound:
                 continue
-            uuids[(pynvml.nvmlDeviceGetGpuInstanceId(m), pynvml.nvmlDeviceGetComputeInstanceId(m))] = \
+            uuids[(pynvml.nvmlDeviceGetGpuInstanceId(m), pynvml.nvmlDeviceGetComputeInstanceId(m))] = (
                 pynvml.nvmlDeviceGetUUID(m)
+            )
         return [uuids[k] for k in ids]
 
     def teardown(self) -> None:
@@ -173,8 +178,15 @@ def test_steady_state_apply_cffi_vs_pynvml(benchmark, a100):
     fast, slow = CffiRound(a100), PynvmlRound(a100)
     first = fast.apply()
     assert slow.apply() == first and fast.apply() == first and len(set(first)) == 7
-    ratio_gate(benchmark, fast.apply, slow.apply, "mig.apply_steady_state", n=rounds(400), interleave=True,
-               what="MIG apply of a 7-instance layout already in place (cffi vs pynvml)")
+    ratio_gate(
+        benchmark,
+        fast.apply,
+        slow.apply,
+        "mig.apply_steady_state",
+        n=rounds(400),
+        interleave=True,
+        what="MIG apply of a 7-instance layout already in place (cffi vs pynvml)",
+    )
 
 
 def test_apply_from_empty_cffi_vs_pynvml(benchmark, a100):
@@ -182,5 +194,12 @@ def test_apply_from_empty_cffi_vs_pynvml(benchmark, a100):
     fast, slow = CffiRound(a100), PynvmlRound(a100)
     assert fast.round() == slow.round()
     assert len(set(fast.round())) == 7
-    ratio_gate(benchmark, fast.round, slow.round, "mig.apply_from_empty", n=rounds(60), interleave=True,
-               what="MIG apply of 7 instances on an empty GPU + teardown (cffi vs pynvml)")
+    ratio_gate(
+        benchmark,
+        fast.round,
+        slow.round,
+        "mig.apply_from_empty",
+        n=rounds(60),
+        interleave=True,
+        what="MIG apply of 7 instances on an empty GPU + teardown (cffi vs pynvml)",
+    )

@@ -17,6 +17,7 @@
    one core).  Quick (CI) mode measures 30 s: the same 1 scrape : 3 ticks mix, so the same
    expected fraction, with more noise.
 """
+
 from __future__ import annotations
 
 import os
@@ -65,9 +66,13 @@ def _fleet(base: pathlib.Path, n: int) -> tuple[pathlib.Path, list[dict]]:
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory) -> Iterator[HostSource]:
-    fake = fakenvml.FakeNvml.create(tmp_path_factory.mktemp("nvml"), [
-        fakenvml.device(0, uuid=UUIDS[0], memory_used_mib=1000, utilization_gpu=50),
-        fakenvml.device(1, uuid=UUIDS[1], memory_used_mib=2000, utilization_gpu=70)])
+    fake = fakenvml.FakeNvml.create(
+        tmp_path_factory.mktemp("nvml"),
+        [
+            fakenvml.device(0, uuid=UUIDS[0], memory_used_mib=1000, utilization_gpu=50),
+            fakenvml.device(1, uuid=UUIDS[1], memory_used_mib=2000, utilization_gpu=70),
+        ],
+    )
     saved = {k: os.environ.get(k) for k in fake.env}
     os.environ.update(fake.env)
     src = open_nvml(str(fake.library), 1.0)[0]
@@ -101,19 +106,56 @@ def monitors(tmp_path_factory, host) -> Iterator[dict]:
 
 def naive_scrape(hook: pathlib.Path, pods: StaticPods) -> bytes:
     """A straightforward Python exporter: whole-file decode, one prometheus_client Sample per value."""
-    fam = {name: GaugeMetricFamily(name, "h", labels=labels) for name, labels in (
-        ("vGPU_device_memory_usage_in_bytes", ["podnamespace", "podname", "ctrname", "vdeviceid", "deviceuuid", "zone"]),
-        ("vGPU_device_memory_limit_in_bytes", ["podnamespace", "podname", "ctrname", "vdeviceid", "deviceuuid", "zone"]),
-        ("Device_utilization_desc_of_container", ["podnamespace", "podname", "ctrname", "vdeviceid", "deviceuuid",
-                                                 "zone"]),
-        ("Device_last_kernel_of_container", ["podnamespace", "podname", "ctrname", "vdeviceid", "deviceuuid", "zone"]),
-        *((name, ["namespace", "pod", "container", "vdevice_index", "device_uuid", "zone"]) for name in (
-            "hami_vgpu_memory_used_bytes", "hami_vgpu_memory_limit_bytes", "hami_container_device_memory_bytes",
-            "hami_container_device_utilization_ratio", "hami_container_last_kernel_elapsed_seconds",
-            "hami_vgpu_memory_context_bytes", "hami_vgpu_memory_module_bytes", "hami_vgpu_memory_buffer_bytes")))}
-    desc = CounterMetricFamily("Device_memory_desc_of_container", "h",
-                               labels=["podnamespace", "podname", "ctrname", "vdeviceid", "deviceuuid", "context",
-                                       "module", "data", "offset", "zone"])
+    fam = {
+        name: GaugeMetricFamily(name, "h", labels=labels)
+        for name, labels in (
+            (
+                "vGPU_device_memory_usage_in_bytes",
+                ["podnamespace", "podname", "ctrname", "vdeviceid", "deviceuuid", "zone"],
+            ),
+            (
+                "vGPU_device_memory_limit_in_bytes",
+                ["podnamespace", "podname", "ctrname", "vdeviceid", "deviceuuid", "zone"],
+            ),
+            (
+                "Device_utilization_desc_of_container",
+                ["podnamespace", "podname", "ctrname", "vdeviceid", "deviceuuid", "zone"],
+            ),
+            (
+                "Device_last_kernel_of_container",
+                ["podnamespace", "podname", "ctrname", "vdeviceid", "deviceuuid", "zone"],
+            ),
+            *(
+                (name, ["namespace", "pod", "container", "vdevice_index", "device_uuid", "zone"])
+                for name in (
+                    "hami_vgpu_memory_used_bytes",
+                    "hami_vgpu_memory_limit_bytes",
+                    "hami_container_device_memory_bytes",
+                    "hami_container_device_utilization_ratio",
+                    "hami_container_last_kernel_elapsed_seconds",
+                    "hami_vgpu_memory_context_bytes",
+                    "hami_vgpu_memory_module_bytes",
+                    "hami_vgpu_memory_buffer_bytes",
+                )
+            ),
+        )
+    }
+    desc = CounterMetricFamily(
+        "Device_memory_desc_of_container",
+        "h",
+        labels=[
+            "podnamespace",
+            "podname",
+            "ctrname",
+            "vdeviceid",
+            "deviceuuid",
+            "context",
+            "module",
+            "data",
+            "offset",
+            "zone",
+        ],
+    )
     now = int(time.time())
     root = hook / "containers"
     for name in sorted(os.listdir(root)):
@@ -130,16 +172,19 @@ def naive_scrape(hook: pathlib.Path, pods: StaticPods) -> bytes:
                 fam["vGPU_device_memory_limit_in_bytes"].add_metric(leg, d["limit_bytes"])
                 fam["Device_utilization_desc_of_container"].add_metric(leg, d["sm_util"])
                 fam["Device_last_kernel_of_container"].add_metric(leg, age)
-                desc.add_metric(leg[:5] + [str(d["context_bytes"]), "0", str(d["data_bytes"]), "0", "vGPU"],
-                                d["used_bytes"])
-                for key, value in (("hami_vgpu_memory_used_bytes", d["used_bytes"]),
-                                   ("hami_vgpu_memory_limit_bytes", d["limit_bytes"]),
-                                   ("hami_container_device_memory_bytes", d["used_bytes"]),
-                                   ("hami_container_device_utilization_ratio", d["sm_util"]),
-                                   ("hami_container_last_kernel_elapsed_seconds", age),
-                                   ("hami_vgpu_memory_context_bytes", d["context_bytes"]),
-                                   ("hami_vgpu_memory_module_bytes", d["module_bytes"]),
-                                   ("hami_vgpu_memory_buffer_bytes", d["data_bytes"])):
+                desc.add_metric(
+                    leg[:5] + [str(d["context_bytes"]), "0", str(d["data_bytes"]), "0", "vGPU"], d["used_bytes"]
+                )
+                for key, value in (
+                    ("hami_vgpu_memory_used_bytes", d["used_bytes"]),
+                    ("hami_vgpu_memory_limit_bytes", d["limit_bytes"]),
+                    ("hami_container_device_memory_bytes", d["used_bytes"]),
+                    ("hami_container_device_utilization_ratio", d["sm_util"]),
+                    ("hami_container_last_kernel_elapsed_seconds", age),
+                    ("hami_vgpu_memory_context_bytes", d["context_bytes"]),
+                    ("hami_vgpu_memory_module_bytes", d["module_bytes"]),
+                    ("hami_vgpu_memory_buffer_bytes", d["data_bytes"]),
+                ):
                     fam[key].add_metric(ham, value)
 
     class Once:
@@ -182,12 +227,20 @@ def test_scrape_latency_0_10_100_containers(benchmark, monitors):
     (w0, c0), (w10, c10), (w100, c100) = med[0], med[10], med[100]
     marginal_cpu_us = (c100 - c0) / 100 * 1e6
     marginal_wall_us = (w100 - w0) / 100 * 1e6
-    print(f"\nscrape median wall (CPU): 0 containers {w0 * 1e3:.2f} ({c0 * 1e3:.2f}) ms, "
-          f"10: {w10 * 1e3:.2f} ({c10 * 1e3:.2f}) ms, 100: {w100 * 1e3:.2f} ({c100 * 1e3:.2f}) ms; "
-          f"marginal {marginal_cpu_us:.1f} us CPU ({marginal_wall_us:.1f} us wall) per container")
-    detail = {"scrape_0_ms": w0 * 1e3, "scrape_10_ms": w10 * 1e3, "scrape_100_ms": w100 * 1e3,
-              "cpu_0_ms": c0 * 1e3, "cpu_10_ms": c10 * 1e3, "cpu_100_ms": c100 * 1e3,
-              "marginal_wall_us": marginal_wall_us}
+    print(
+        f"\nscrape median wall (CPU): 0 containers {w0 * 1e3:.2f} ({c0 * 1e3:.2f}) ms, "
+        f"10: {w10 * 1e3:.2f} ({c10 * 1e3:.2f}) ms, 100: {w100 * 1e3:.2f} ({c100 * 1e3:.2f}) ms; "
+        f"marginal {marginal_cpu_us:.1f} us CPU ({marginal_wall_us:.1f} us wall) per container"
+    )
+    detail = {
+        "scrape_0_ms": w0 * 1e3,
+        "scrape_10_ms": w10 * 1e3,
+        "scrape_100_ms": w100 * 1e3,
+        "cpu_0_ms": c0 * 1e3,
+        "cpu_10_ms": c10 * 1e3,
+        "cpu_100_ms": c100 * 1e3,
+        "marginal_wall_us": marginal_wall_us,
+    }
     benchmark.extra_info.update(detail, marginal_cpu_us=marginal_cpu_us)
     limit_gate("monitor.scrape_100", w100 * 1e3, **detail)
     limit_gate("monitor.scrape_marginal", marginal_cpu_us, **detail)
@@ -200,11 +253,19 @@ def test_container_scrape_vs_naive_exporter(benchmark, monitors, tmp_path):
         containers_only.scan()
         ours = containers_only.render_metrics()
         naive = naive_scrape(hook, m100.pods)
-        for name in ("hami_vgpu_memory_used_bytes", "vGPU_device_memory_limit_in_bytes",
-                     "hami_container_device_utilization_ratio"):  # same answers first
+        for name in (
+            "hami_vgpu_memory_used_bytes",
+            "vGPU_device_memory_limit_in_bytes",
+            "hami_container_device_utilization_ratio",
+        ):  # same answers first
             assert sorted(values(ours, name)) == sorted(values(naive, name))
-        ratio_gate(benchmark, containers_only.render_metrics, lambda: naive_scrape(hook, m100.pods),
-                   "monitor.scrape_vs_naive", n=rounds(100))
+        ratio_gate(
+            benchmark,
+            containers_only.render_metrics,
+            lambda: naive_scrape(hook, m100.pods),
+            "monitor.scrape_vs_naive",
+            n=rounds(100),
+        )
     finally:
         containers_only.close()
 
@@ -223,13 +284,20 @@ def test_monitor_cpu_with_100_containers(tmp_path, apiserver):
     hook = tmp_path / "hook"
     hook.mkdir()
     for i in range(100):
-        obj = apiserver.store.create("pods", {"apiVersion": "v1", "kind": "Pod",
-                                              "metadata": {"name": f"p{i}", "namespace": "default"},
-                                              "spec": {"nodeName": "node-1",
-                                                       "containers": [{"name": "main", "image": "x"}]}}, "default")
+        obj = apiserver.store.create(
+            "pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"p{i}", "namespace": "default"},
+                "spec": {"nodeName": "node-1", "containers": [{"name": "main", "image": "x"}]},
+            },
+            "default",
+        )
         add_container(hook, obj["metadata"]["uid"], "main", procs=PROCS, sm_util=UTIL)
-    fake = fakenvml.FakeNvml.create(tmp_path / "nvml", [fakenvml.device(0, uuid=UUIDS[0]),
-                                                       fakenvml.device(1, uuid=UUIDS[1])])
+    fake = fakenvml.FakeNvml.create(
+        tmp_path / "nvml", [fakenvml.device(0, uuid=UUIDS[0]), fakenvml.device(1, uuid=UUIDS[1])]
+    )
     mon = MonitorProcess(tmp_path, hook, apiserver.kubeconfig(tmp_path / "kubeconfig"), nvml_env=fake.env)
     try:
         mon.start()
@@ -253,9 +321,11 @@ def test_monitor_cpu_with_100_containers(tmp_path, apiserver):
         cpu = (c1.user - c0.user) + (c1.system - c0.system)
         percent = 100.0 * cpu / (t1 - t0)
         scans = values(mon.scrape(), "vgpu_monitor_scans_total")[0]
-        print(f"\nmonitor CPU over {t1 - t0:.1f} s with 100 containers: {cpu * 1e3:.0f} ms = {percent:.3f} % of one "
-              f"core ({len(latencies)} scrapes over HTTP, median {statistics.median(latencies) * 1e3:.1f} ms; "
-              f"{scans:.0f} scans so far)")
+        print(
+            f"\nmonitor CPU over {t1 - t0:.1f} s with 100 containers: {cpu * 1e3:.0f} ms = {percent:.3f} % of one "
+            f"core ({len(latencies)} scrapes over HTTP, median {statistics.median(latencies) * 1e3:.1f} ms; "
+            f"{scans:.0f} scans so far)"
+        )
         limit_gate("monitor.cpu", percent, seconds=t1 - t0, cpu_seconds=cpu, scrapes=len(latencies))
     finally:
         mon.terminate()

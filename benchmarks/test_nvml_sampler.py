@@ -5,6 +5,7 @@ memory info, utilisation rates, running compute processes (v3) and per-process
 utilisation (since the newest timestamp seen).  The gate is the zero-copy hot path
 (``Sampler.sample_into``); ``Sampler.sample`` (dataclasses) is measured and gated too.
 """
+
 from __future__ import annotations
 
 import pynvml
@@ -23,10 +24,14 @@ PROCESSES = 16
 def _devices() -> list[dict]:
     out = []
     for i in range(DEVICES):
-        procs = [{"pid": 10000 + i * 100 + k, "used_memory_mib": 256 + k, "sm_util": (5 * k) % 100}
-                 for k in range(PROCESSES)]
-        out.append(fakenvml.device(i, memory_used_mib=4096 + i, utilization_gpu=10 + i,
-                                   utilization_memory=20 + i, processes=procs))
+        procs = [
+            {"pid": 10000 + i * 100 + k, "used_memory_mib": 256 + k, "sm_util": (5 * k) % 100} for k in range(PROCESSES)
+        ]
+        out.append(
+            fakenvml.device(
+                i, memory_used_mib=4096 + i, utilization_gpu=10 + i, utilization_memory=20 + i, processes=procs
+            )
+        )
     return out
 
 
@@ -61,8 +66,14 @@ def test_sample_into_vs_pynvml(benchmark, eight_gpus):
     baseline = PynvmlSampler()
     _same_data(sampler, baseline)
     n = rounds(2000)
-    ratio_gate(benchmark, sampler.sample_into, baseline.sample, "nvml.sample_into",
-               what=f"nvml sample {DEVICES} GPUs x {PROCESSES} procs (cffi zero-copy vs pynvml)", n=n)
+    ratio_gate(
+        benchmark,
+        sampler.sample_into,
+        baseline.sample,
+        "nvml.sample_into",
+        what=f"nvml sample {DEVICES} GPUs x {PROCESSES} procs (cffi zero-copy vs pynvml)",
+        n=n,
+    )
     benchmark.extra_info["us_per_8gpu_sample"] = benchmark.stats.stats.median * 1e6
 
 
@@ -70,8 +81,14 @@ def test_sample_dataclasses_vs_pynvml(benchmark, eight_gpus):
     _, sampler = eight_gpus
     baseline = PynvmlSampler()
     n = rounds(1000)
-    ratio_gate(benchmark, sampler.sample, baseline.sample, "nvml.sample_dataclasses",
-               what=f"nvml sample {DEVICES} GPUs x {PROCESSES} procs (cffi + dataclasses vs pynvml)", n=n)
+    ratio_gate(
+        benchmark,
+        sampler.sample,
+        baseline.sample,
+        "nvml.sample_dataclasses",
+        what=f"nvml sample {DEVICES} GPUs x {PROCESSES} procs (cffi + dataclasses vs pynvml)",
+        n=n,
+    )
     # Context for the report: the C call alone, without Python-side conversion.
     native_only = median_time(sampler.sample_into, n)
     benchmark.extra_info["native_call_us"] = native_only * 1e6

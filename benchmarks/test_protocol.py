@@ -9,6 +9,7 @@ building the frozen dataclasses. So this is a parity check, not a claimed speed-
 (≥ 0.6×) fails a change that makes the codec clearly slower than the naive one, while tolerating
 the ±30 % phase-to-phase noise seen on shared 2-core CI machines.
 """
+
 from __future__ import annotations
 
 import random
@@ -75,16 +76,29 @@ def naive_decode_register(value: str):
         raise ValueError(value)
     out = []
     for m in _REC_RE.finditer(value):
-        out.append(RegisterRecord(m.group(1), int(m.group(2)), int(m.group(3)), m.group(4),
-                                  m.group(5) == "true", m.group(6)))
+        out.append(
+            RegisterRecord(m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), m.group(5) == "true", m.group(6))
+        )
     return tuple(out)
 
 
 def naive_encode_register(records) -> str:
     s = ""
     for r in records:
-        s += r.uuid + "," + str(r.count) + "," + str(r.devmem) + "," + r.type + "," + \
-            ("true" if r.health else "false") + "," + r.mode + ":"
+        s += (
+            r.uuid
+            + ","
+            + str(r.count)
+            + ","
+            + str(r.devmem)
+            + ","
+            + r.type
+            + ","
+            + ("true" if r.health else "false")
+            + ","
+            + r.mode
+            + ":"
+        )
     if not _REG_RE.fullmatch(s):
         raise ValueError(s)
     return s
@@ -98,14 +112,22 @@ def test_baselines_agree():
 
 
 def test_devices_to_allocate_8x8(benchmark):
-    ratio_gate(benchmark,
-               lambda: encode_pod_devices(decode_pod_devices(POD_VALUE)),
-               lambda: naive_encode_pod(naive_decode_pod(POD_VALUE)),
-               "protocol.devices_to_allocate", what="devices-to-allocate 8x8 decode+encode", n=rounds(2000))
+    ratio_gate(
+        benchmark,
+        lambda: encode_pod_devices(decode_pod_devices(POD_VALUE)),
+        lambda: naive_encode_pod(naive_decode_pod(POD_VALUE)),
+        "protocol.devices_to_allocate",
+        what="devices-to-allocate 8x8 decode+encode",
+        n=rounds(2000),
+    )
 
 
 def test_register_8_gpus(benchmark):
-    ratio_gate(benchmark,
-               lambda: encode_register(decode_register(REGISTER_VALUE)),
-               lambda: naive_encode_register(naive_decode_register(REGISTER_VALUE)),
-               "protocol.register", what="register 8 GPUs decode+encode", n=rounds(2000))
+    ratio_gate(
+        benchmark,
+        lambda: encode_register(decode_register(REGISTER_VALUE)),
+        lambda: naive_encode_register(naive_decode_register(REGISTER_VALUE)),
+        "protocol.register",
+        what="register 8 GPUs decode+encode",
+        n=rounds(2000),
+    )

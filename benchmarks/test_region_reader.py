@@ -12,6 +12,7 @@
 (:class:`~vgpu.sim.hamicore.python_region.PythonRegion`) as "ours" in 1., so that gate must
 fail at about 1x: how tests/integration/bench proves the gate can fail.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,9 @@ def _reader() -> type[Region]:
 
 
 def _container_file(path, live: int) -> str:
-    with RegionWriter.create(path, "v1.2", env={"CUDA_DEVICE_MEMORY_LIMIT_0": "3000m",
-                                                "CUDA_DEVICE_MEMORY_LIMIT_1": "2048m"}) as w:
+    with RegionWriter.create(
+        path, "v1.2", env={"CUDA_DEVICE_MEMORY_LIMIT_0": "3000m", "CUDA_DEVICE_MEMORY_LIMIT_1": "2048m"}
+    ) as w:
         w.init_devices(UUIDS)
         for pid in range(1, live + 1):
             w.attach(pid)
@@ -58,6 +60,7 @@ def hundred_files(tmp_path_factory) -> list[str]:
 def test_native_reader_vs_pure_python(benchmark, hundred_files):
     regions = [_reader().open(p) for p in hundred_files]
     try:
+
         def native():
             return [r.read() for r in regions]
 
@@ -66,10 +69,19 @@ def test_native_reader_vs_pure_python(benchmark, hundred_files):
 
         # Same answers first: the comparison is between two correct readers.
         for snap, ref in zip(native(), pure_python(), strict=True):
-            assert [d.used_bytes for d in snap.devices] == [d["used_bytes"] for d in ref["devices"]] \
+            assert (
+                [d.used_bytes for d in snap.devices]
+                == [d["used_bytes"] for d in ref["devices"]]
                 == [4 * 64 * MIB, 4 * 32 * MIB]
-        ratio = ratio_gate(benchmark, native, pure_python, "region.native_vs_python",
-                           what="100 regions x 4 live x 2 devices, native vs pure Python", n=rounds(200))
+            )
+        ratio = ratio_gate(
+            benchmark,
+            native,
+            pure_python,
+            "region.native_vs_python",
+            what="100 regions x 4 live x 2 devices, native vs pure Python",
+            n=rounds(200),
+        )
         per_file = benchmark.stats.stats.median / len(regions)
         benchmark.extra_info["native_per_file_us"] = per_file * 1e6
         benchmark.extra_info["pure_python_per_file_us"] = per_file * ratio * 1e6
@@ -120,7 +132,13 @@ def test_cost_follows_live_slots_not_capacity(benchmark, tmp_path):
         for live, us, preads, nbytes in table:
             print(f"  {live:5d} -> {us:8.1f} us  {preads:4d} preads  {nbytes:9d} bytes")
         benchmark.extra_info["by_live_slots"] = {str(live): us for live, us, _, _ in table}
-        ratio_gate(benchmark, a.read, b.read, "region.live_slots",
-                   what="1,024-slot file: 4 live slots vs 1,024 live slots", n=rounds(200))
+        ratio_gate(
+            benchmark,
+            a.read,
+            b.read,
+            "region.live_slots",
+            what="1,024-slot file: 4 live slots vs 1,024 live slots",
+            n=rounds(200),
+        )
     # A capacity-bound reader would read everything either way; ours reads a small fraction.
     assert table[1][3] < 0.02 * layouts.V1.file_size

@@ -22,6 +22,7 @@ NVML is never linked: the context resolves its symbols at run time with dlopen/d
 the module builds on machines without a driver.  ``native/nvml_abi.h`` is the NVML ABI
 subset shared with ``native/fakenvml/``, a separate shared library built by the Makefile.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -39,8 +40,10 @@ def _components() -> list[str]:
     """``COMPONENTS``, after checking that it names exactly the ``native/*.cdef`` files."""
     found = {p.stem for p in HERE.glob("*.cdef")}
     if found != set(COMPONENTS):
-        raise SystemExit(f"native/build_native.py: COMPONENTS {sorted(COMPONENTS)} != native/*.cdef "
-                         f"{sorted(found)}; list every component once, in cdef order")
+        raise SystemExit(
+            f"native/build_native.py: COMPONENTS {sorted(COMPONENTS)} != native/*.cdef "
+            f"{sorted(found)}; list every component once, in cdef order"
+        )
     return list(COMPONENTS)
 
 

@@ -2,6 +2,7 @@
 
 Area-specific fixtures live in a conftest.py next to the tests that use them.
 """
+
 from __future__ import annotations
 
 import os

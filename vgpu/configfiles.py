@@ -17,6 +17,7 @@ This is the daemons' one I/O edge for configuration (``vgpu.config`` itself does
 
 Every call returns new immutable objects.
 """
+
 from __future__ import annotations
 
 import logging

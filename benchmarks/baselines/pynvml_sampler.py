@@ -4,6 +4,7 @@ It is the baseline the sampler is measured against (benchmarks/test_nvml_sampler
 cross-check of the real-driver smoke test (benchmarks/gpu_smoke.py): what a monitor written
 against nvidia-ml-py calls per tick.  Not used by the daemons.
 """
+
 from __future__ import annotations
 
 import pynvml
@@ -41,6 +42,5 @@ class PynvmlSampler:
             for s in samples:
                 self.last_seen[i] = max(self.last_seen[i], s.timeStamp)
             sm = {s.pid: s.smUtil for s in samples}
-            out.append((mem.total, mem.used, ugpu, umem,
-                        [(p.pid, p.usedGpuMemory, sm.get(p.pid)) for p in procs]))
+            out.append((mem.total, mem.used, ugpu, umem, [(p.pid, p.usedGpuMemory, sm.get(p.pid)) for p in procs]))
         return out

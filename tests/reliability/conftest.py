@@ -13,6 +13,7 @@ This file also holds the ``soak`` selection rule: tests marked ``soak`` (the lon
 only when ``-m`` names the marker (``make soak``).  The invariants every fault test asserts are
 in :mod:`tests.reliability.invariants`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator

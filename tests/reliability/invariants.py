@@ -7,6 +7,7 @@
   pod's UID) — never another pod's allocation.
 - :func:`schedule_and_admit`: one pod through scheduler emulator and kubelet admission.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,9 +30,12 @@ def schedule_and_admit(cluster: Any, name: str, gpus: int = 1, memory: int = 100
 
 
 def pod_events(cluster: Any, name: str, namespace: str = "default") -> list[dict[str, Any]]:
-    return [e for e in cluster.store.list("events")
-            if (e.get("involvedObject") or {}).get("name") == name
-            and (e.get("involvedObject") or {}).get("namespace", namespace) == namespace]
+    return [
+        e
+        for e in cluster.store.list("events")
+        if (e.get("involvedObject") or {}).get("name") == name
+        and (e.get("involvedObject") or {}).get("namespace", namespace) == namespace
+    ]
 
 
 def bind_phase(cluster: Any, name: str) -> str | None:

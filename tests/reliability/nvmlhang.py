@@ -7,6 +7,7 @@ of the process queues behind the lock.  :meth:`NvmlHang.release` puts the good f
 opens the FIFO for writing, which lets the blocked call return (the library rejects the FIFO
 as "not a regular file" and keeps its last good config; the next call loads the good file).
 """
+
 from __future__ import annotations
 
 import errno
@@ -21,7 +22,7 @@ class NvmlHang:
         self.nvml = nvml
         self.fifo = nvml.config_path.with_name("hang.fifo")
 
-    def start(self) -> "NvmlHang":
+    def start(self) -> NvmlHang:
         if self.fifo.exists():
             self.fifo.unlink()
         os.mkfifo(self.fifo)

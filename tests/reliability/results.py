@@ -4,6 +4,7 @@ Every fault test calls :func:`record` with what it measured.  The Reliability ta
 ``docs/reliability.md`` is generated from that file (``make reliability-readme``,
 :mod:`tests.reliability.readme`), so its numbers are the numbers of a real run, never typed by hand.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ class FaultResult:
     order: int = 0
 
 
-def record(key: str, fault: str, behaviour: str, recovery_s: float | None, bound_s: float | None,
-           order: int = 0) -> FaultResult:
+def record(
+    key: str, fault: str, behaviour: str, recovery_s: float | None, bound_s: float | None, order: int = 0
+) -> FaultResult:
     """Merge one row (keyed by ``key``) into the results file, written atomically."""
     row = FaultResult(fault, behaviour, None if recovery_s is None else round(recovery_s, 2), bound_s, order)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

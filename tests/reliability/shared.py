@@ -15,6 +15,7 @@ annotation is the one of the start and no node lock is held, the plugin's watche
 check does not hold within :data:`SETTLE_S` (or the previous test failed), the cluster is torn
 down and built again, so no test ever inherits another's damage.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -63,8 +64,9 @@ class SharedCluster:
         self.restarts = 0
         self._plugin_env: dict[str, str] = {}
         self.dirty: str | None = "not built yet"
-        self._parts: tuple[ApiServer, FakeKubelet, PluginProcess, fakenvml.FakeNvml, pathlib.Path, str,
-                           k8s.ApiClient] | None = None
+        self._parts: (
+            tuple[ApiServer, FakeKubelet, PluginProcess, fakenvml.FakeNvml, pathlib.Path, str, k8s.ApiClient] | None
+        ) = None
         self._baseline: _Baseline | None = None
 
     # ------------------------------------------------------------ build / close
@@ -81,8 +83,7 @@ class SharedCluster:
         sock_dir = tempfile.mkdtemp(prefix="vgpu-rel-shared-", dir="/tmp")
         nvml = fakenvml.FakeNvml.create(work / "nvml", [a100(0, UUID0), a100(1, UUID1)])
         kubelet = FakeKubelet(sock_dir).start()
-        env = {"KUBECONFIG": str(api.kubeconfig(work / "kubeconfig")), "HOOK_PATH": str(hook),
-               "VGPU_HANDSHAKE": "auto"}
+        env = {"KUBECONFIG": str(api.kubeconfig(work / "kubeconfig")), "HOOK_PATH": str(hook), "VGPU_HANDSHAKE": "auto"}
         (work / "plugin").mkdir()
         self._plugin_env = env
         plugin = PluginProcess(work / "plugin", sock_dir, nvml, env=env, node_name=NODE)
@@ -95,9 +96,12 @@ class SharedCluster:
         # The plugin's watches (pods of this node, the node) are open once it has registered and
         # listed; wait until the counts are stable for a moment to take them as the baseline.
         watches = self._stable_watches(api)
-        self._baseline = _Baseline(register=register,
-                                   healthy={n: len(kubelet.plugin(n).healthy_ids()) for n in NAMES},
-                                   watches=watches, nvml_config=nvml.config_path.read_bytes())
+        self._baseline = _Baseline(
+            register=register,
+            healthy={n: len(kubelet.plugin(n).healthy_ids()) for n in NAMES},
+            watches=watches,
+            nvml_config=nvml.config_path.read_bytes(),
+        )
         self.dirty = None
 
     @staticmethod
@@ -182,8 +186,9 @@ class SharedCluster:
             self._build()
         assert self._parts is not None
         api, kubelet, plugin, nvml, hook, _sock, api_client = self._parts
-        return Cluster(api, kubelet, plugin, nvml, hook, k8s.CoreV1Api(api_client),
-                       Admitter(kubelet, rng=random.Random(0)))
+        return Cluster(
+            api, kubelet, plugin, nvml, hook, k8s.CoreV1Api(api_client), Admitter(kubelet, rng=random.Random(0))
+        )
 
     def restart_plugin(self) -> PluginProcess:
         """The DaemonSet's restart after the plugin exited: a new process, same kubelet, node, config and env."""

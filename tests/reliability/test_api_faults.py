@@ -5,9 +5,8 @@ time-independent after its first retries (backoff capped at 10 s, spec §5.2), s
 the same code path while keeping ``make test`` short; recovery is measured from the server's
 return.
 """
-from __future__ import annotations
 
-import time
+from __future__ import annotations
 
 from vgpu.protocol import keys
 
@@ -40,8 +39,11 @@ def test_api_server_down_10s(cluster):
         allocate_s = t.elapsed
         assert allocate_s <= ALLOCATE_BOUND_S, f"Allocate blocked {allocate_s:.1f} s"
         assert cluster.plugin.proc.poll() is None
-        poll(lambda: down.elapsed >= OUTAGE_S or cluster.plugin.proc.poll() is not None, OUTAGE_S + 1,
-             "the outage window")  # observing the daemon for the whole window
+        poll(
+            lambda: down.elapsed >= OUTAGE_S or cluster.plugin.proc.poll() is not None,
+            OUTAGE_S + 1,
+            "the outage window",
+        )  # observing the daemon for the whole window
         assert cluster.plugin.proc.poll() is None, "the plugin died while the API server was down"
     finally:
         cluster.api.start(port=cluster.api.port)
@@ -51,21 +53,30 @@ def test_api_server_down_10s(cluster):
     settled_s = back.elapsed
     if res.admitted:
         assert_own_allocation(cluster, "during", res)
-        outcome = (f"Allocate during the outage is served from the watch cache in {allocate_s:.1f} s; the "
-                   f"success PATCH is queued and lands {settled_s:.1f} s after the server returns")
+        outcome = (
+            f"Allocate during the outage is served from the watch cache in {allocate_s:.1f} s; the "
+            f"success PATCH is queued and lands {settled_s:.1f} s after the server returns"
+        )
     else:
         assert_failed_with_event(cluster, "during")
-        outcome = (f"Allocate during the outage fails in {allocate_s:.1f} s; the queued Event + "
-                   f"bind-phase=failed land {settled_s:.1f} s after the server returns")
-    poll(lambda: keys.NODE_LOCK not in (cluster.node()["metadata"].get("annotations") or {}), 15,
-         "node lock released")
+        outcome = (
+            f"Allocate during the outage fails in {allocate_s:.1f} s; the queued Event + "
+            f"bind-phase=failed land {settled_s:.1f} s after the server returns"
+        )
+    poll(lambda: keys.NODE_LOCK not in (cluster.node()["metadata"].get("annotations") or {}), 15, "node lock released")
     res = schedule_and_admit(cluster, "after")
     assert_own_allocation(cluster, "after", res)
     recovery = back.elapsed
     assert _register(cluster) == reg
     assert recovery <= 15
-    record("api-down", f"API server down ({OUTAGE_S:.0f} s; issue asks 60 s)",
-           f"{outcome}; no crash; next pod served (recovery = server back → next pod admitted)", recovery, 15, 20)
+    record(
+        "api-down",
+        f"API server down ({OUTAGE_S:.0f} s; issue asks 60 s)",
+        f"{outcome}; no crash; next pod served (recovery = server back → next pod admitted)",
+        recovery,
+        15,
+        20,
+    )
 
 
 def test_api_server_answers_500(cluster):
@@ -89,8 +100,9 @@ def test_api_server_answers_500(cluster):
     nxt = schedule_and_admit(cluster, "next")
     assert_own_allocation(cluster, "next", nxt)
     recovery = cleared.elapsed
-    record("api-500", "API server answers 500 (3 pod PATCHes)",
-           f"{outcome}; no crash; next pod served", recovery, 5, 21)
+    record(
+        "api-500", "API server answers 500 (3 pod PATCHes)", f"{outcome}; no crash; next pod served", recovery, 5, 21
+    )
     assert recovery <= 5
 
 
@@ -109,20 +121,29 @@ def test_api_server_slow_10s(cluster):
         poll(lambda: bind_phase(cluster, "slow") == "success", 15, "the queued success PATCH lands")
         landed_s = cleared.elapsed
         assert_own_allocation(cluster, "slow", res)
-        outcome = (f"admission answered in {allocate_s:.1f} s (Allocate's API time budget) and succeeded; "
-                   f"the queued success PATCH landed {landed_s:.1f} s after the server recovered")
+        outcome = (
+            f"admission answered in {allocate_s:.1f} s (Allocate's API time budget) and succeeded; "
+            f"the queued success PATCH landed {landed_s:.1f} s after the server recovered"
+        )
     else:
         poll(lambda: bind_phase(cluster, "slow") != "allocating", 25, "the slow pod settles")
         assert_no_unexplained_allocating(cluster, ["slow"])
         phase = bind_phase(cluster, "slow")
-        outcome = (f"Allocate returned after {allocate_s:.1f} s (the kubelet's 10 s deadline: {res.error[:60]!r}); "
-                   f"the plugin side recorded pod {phase}" + (" with an Event" if phase == "failed" else
-                   " (the kubelet rejects the pod; Volcano frees it when the pod fails)"))
+        outcome = (
+            f"Allocate returned after {allocate_s:.1f} s (the kubelet's 10 s deadline: {res.error[:60]!r}); "
+            f"the plugin side recorded pod {phase}"
+            + (
+                " with an Event"
+                if phase == "failed"
+                else " (the kubelet rejects the pod; Volcano frees it when the pod fails)"
+            )
+        )
     nxt = schedule_and_admit(cluster, "next")
     assert_own_allocation(cluster, "next", nxt)
     recovery = cleared.elapsed
-    record("api-slow", "API server answers slowly (10 s per pod request)", f"{outcome}; next pod served",
-           recovery, 25, 22)
+    record(
+        "api-slow", "API server answers slowly (10 s per pod request)", f"{outcome}; next pod served", recovery, 25, 22
+    )
     assert recovery <= 25
 
 
@@ -143,9 +164,15 @@ def test_api_server_drops_watches(cluster):
     poll(lambda: _register(cluster) == reg, 6, "register re-asserted after a dropped watch")
     reassert = sw.elapsed
     assert cluster.plugin.proc.poll() is None
-    record("api-watch-drop", "API server drops every watch (clean and reset)",
-           f"pods created right after a drop are served; register annotation re-asserted {reassert:.2f} s "
-           "after removal (recovery = drop → pod admitted, worst of 3)", worst, 5, 23)
+    record(
+        "api-watch-drop",
+        "API server drops every watch (clean and reset)",
+        f"pods created right after a drop are served; register annotation re-asserted {reassert:.2f} s "
+        "after removal (recovery = drop → pod admitted, worst of 3)",
+        worst,
+        5,
+        23,
+    )
     assert worst <= 5 and reassert <= 5.5
 
 
@@ -164,11 +191,20 @@ def test_api_server_returns_409_conflicts(cluster):
         poll(lambda: bind_phase(cluster, "c409") == "failed", 15, "bind-phase=failed")
         assert_failed_with_event(cluster, "c409")
         outcome = "that Allocate fails with an Event and bind-phase=failed"
-    poll(lambda: keys.NODE_LOCK not in (cluster.node()["metadata"].get("annotations") or {}), 15,
-         "the node lock is released")
+    poll(
+        lambda: keys.NODE_LOCK not in (cluster.node()["metadata"].get("annotations") or {}),
+        15,
+        "the node lock is released",
+    )
     nxt = schedule_and_admit(cluster, "next")
     assert_own_allocation(cluster, "next", nxt)
     recovery = cleared.elapsed
-    record("api-409", "API server returns 409 Conflict (2 pod + 2 node PATCHes)",
-           f"{outcome}; node lock released; next pod served", recovery, 5, 24)
+    record(
+        "api-409",
+        "API server returns 409 Conflict (2 pod + 2 node PATCHes)",
+        f"{outcome}; node lock released; next pod served",
+        recovery,
+        5,
+        24,
+    )
     assert recovery <= 5

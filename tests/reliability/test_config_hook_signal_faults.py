@@ -1,4 +1,5 @@
 """Corrupt/missing device config at start and on SIGHUP, an unusable $HOOK_PATH, SIGTERM during Allocate."""
+
 from __future__ import annotations
 
 import pathlib
@@ -32,8 +33,9 @@ def test_corrupt_device_config_at_start_exits_2(tmp_path: pathlib.Path, apiserve
     sock = tempfile.mkdtemp(prefix="vgpu-rel-", dir="/tmp")
     kubelet = FakeKubelet(sock).start()
     try:
-        p = PluginProcess(tmp_path, sock, nvml, device_config=CORRUPT,
-                          env={"KUBECONFIG": str(apiserver.kubeconfig(tmp_path / "kc"))}).start()
+        p = PluginProcess(
+            tmp_path, sock, nvml, device_config=CORRUPT, env={"KUBECONFIG": str(apiserver.kubeconfig(tmp_path / "kc"))}
+        ).start()
         sw = Stopwatch()
         try:
             assert p.wait_exit(30) == 2
@@ -45,9 +47,14 @@ def test_corrupt_device_config_at_start_exits_2(tmp_path: pathlib.Path, apiserve
     finally:
         kubelet.stop()
         shutil.rmtree(sock, ignore_errors=True)
-    record("config-corrupt-start", "corrupt device config at start",
-           f"clean exit 2 after {exit_s:.2f} s naming the file (documented, config.md §2.3); nothing advertised",
-           None, None, 40)
+    record(
+        "config-corrupt-start",
+        "corrupt device config at start",
+        f"clean exit 2 after {exit_s:.2f} s naming the file (documented, config.md §2.3); nothing advertised",
+        None,
+        None,
+        40,
+    )
 
 
 def test_missing_device_config_at_start_runs_with_defaults(cluster):
@@ -55,8 +62,14 @@ def test_missing_device_config_at_start_runs_with_defaults(cluster):
     assert len(cluster.kubelet.plugin(NUMBER).healthy_ids()) == 20  # 2 GPUs × deviceSplitCount 10
     res = schedule_and_admit(cluster, "p")
     assert_own_allocation(cluster, "p", res)
-    record("config-missing-start", "device config missing at start",
-           "runs on the defaults (deviceSplitCount 10, ...) and serves pods", None, None, 41)
+    record(
+        "config-missing-start",
+        "device config missing at start",
+        "runs on the defaults (deviceSplitCount 10, ...) and serves pods",
+        None,
+        None,
+        41,
+    )
 
 
 def test_corrupt_and_missing_config_on_sighup(cluster_factory):
@@ -80,18 +93,26 @@ def test_corrupt_and_missing_config_on_sighup(cluster_factory):
     sw = Stopwatch()
     c.plugin.proc.send_signal(signal.SIGHUP)
     # The reload keeps the registration: the open ListAndWatch streams carry the new lists.
-    poll(lambda: (c.kubelet.plugin(NUMBER) is not None and len(c.kubelet.plugin(NUMBER).healthy_ids()) == 10), 10,
-         "split 5 advertised after the fixed reload")
+    poll(
+        lambda: c.kubelet.plugin(NUMBER) is not None and len(c.kubelet.plugin(NUMBER).healthy_ids()) == 10,
+        10,
+        "split 5 advertised after the fixed reload",
+    )
     assert [r for r in c.kubelet.registrations if r.at >= sw.t0] == []
     recovery = sw.elapsed
     c.admitter.allocated.clear()  # the kubelet re-lists; held IDs of the old split are gone
     res = schedule_and_admit(c, "after-fix")
     assert res.admitted, res.error
-    record("config-reload", "corrupt, then missing device config on reload (SIGHUP)",
-           "corrupt: reload refused, previous config kept, still serving; missing: "
-           + ("previous split kept" if missing_ids == 8 else f"{missing_ids} IDs advertised (defaults)")
-           + "; fixed file + SIGHUP applied in place, no re-registration (recovery = SIGHUP → new split listed)",
-           recovery, 10, 42)
+    record(
+        "config-reload",
+        "corrupt, then missing device config on reload (SIGHUP)",
+        "corrupt: reload refused, previous config kept, still serving; missing: "
+        + ("previous split kept" if missing_ids == 8 else f"{missing_ids} IDs advertised (defaults)")
+        + "; fixed file + SIGHUP applied in place, no re-registration (recovery = SIGHUP → new split listed)",
+        recovery,
+        10,
+        42,
+    )
     assert recovery <= 10
 
 
@@ -110,9 +131,15 @@ def test_hook_path_unwritable_when_allocate_creates_cache_dir(cluster):
     res = schedule_and_admit(cluster, "after")
     assert_own_allocation(cluster, "after", res)
     recovery = sw.elapsed
-    record("hook-unwritable", "$HOOK_PATH/containers unusable at Allocate (a file where the dir goes)",
-           f"that pod fails with a Warning Event naming the path ({ev['message'][:70]}…) and bind-phase=failed; "
-           "next pod served once fixed", recovery, 5, 50)
+    record(
+        "hook-unwritable",
+        "$HOOK_PATH/containers unusable at Allocate (a file where the dir goes)",
+        f"that pod fails with a Warning Event naming the path ({ev['message'][:70]}…) and bind-phase=failed; "
+        "next pod served once fixed",
+        recovery,
+        5,
+        50,
+    )
     assert recovery <= 5
 
 
@@ -144,7 +171,13 @@ def test_sigterm_during_allocate(cluster, shared_cluster):
     res = schedule_and_admit(c, "next")
     assert_own_allocation(c, "next", res)
     recovery = sw.elapsed
-    record("sigterm-allocate", "SIGTERM during an Allocate",
-           f"exit 0 after {exit_s:.2f} s with sockets removed; the in-flight pod ends {phase}; a restarted "
-           "plugin serves the next pod (recovery = restart → next pod admitted)", recovery, 15, 60)
+    record(
+        "sigterm-allocate",
+        "SIGTERM during an Allocate",
+        f"exit 0 after {exit_s:.2f} s with sockets removed; the in-flight pod ends {phase}; a restarted "
+        "plugin serves the next pod (recovery = restart → next pod admitted)",
+        recovery,
+        15,
+        60,
+    )
     assert recovery <= 15

@@ -1,4 +1,5 @@
 """Kubelet restarts during ListAndWatch and during an Allocate (kubelet-device-plugin-api.md §5, K-3)."""
+
 from __future__ import annotations
 
 import threading
@@ -38,8 +39,14 @@ def test_kubelet_restart_during_listandwatch(cluster):
     res = schedule_and_admit(cluster, "after")
     assert_own_allocation(cluster, "after", res)
     assert took <= REREGISTER_BOUND_S, f"re-registered after {took:.2f} s"
-    record("kubelet-restart-listandwatch", "kubelet restart during ListAndWatch",
-           "all three resources re-register and re-list; the next pod is served", took, REREGISTER_BOUND_S, 10)
+    record(
+        "kubelet-restart-listandwatch",
+        "kubelet restart during ListAndWatch",
+        "all three resources re-register and re-list; the next pod is served",
+        took,
+        REREGISTER_BOUND_S,
+        10,
+    )
 
 
 def test_kubelet_restart_during_allocate(cluster):
@@ -62,8 +69,11 @@ def test_kubelet_restart_during_allocate(cluster):
     assert cluster.plugin.proc.poll() is None
     # The plugin finishes what it started: the pod is success (kubelet lost the answer and will
     # reject the pod) or failed with an Event; never allocating without one.
-    cluster.store.wait_for(lambda s: bind_phase(cluster, "inflight") != "allocating" or pod_events(cluster, "inflight"),
-                           10, "the in-flight pod settles")
+    cluster.store.wait_for(
+        lambda s: bind_phase(cluster, "inflight") != "allocating" or pod_events(cluster, "inflight"),
+        10,
+        "the in-flight pod settles",
+    )
     assert_no_unexplained_allocating(cluster, ["inflight"])
     phase_inflight = bind_phase(cluster, "inflight")
     cluster.admitter.release("default/inflight")
@@ -73,7 +83,13 @@ def test_kubelet_restart_during_allocate(cluster):
     assert_own_allocation(cluster, "next", res)
     recovery = sw.elapsed
     assert took <= REREGISTER_BOUND_S
-    record("kubelet-restart-allocate", "kubelet restart during an Allocate",
-           f"in-flight Allocate completes on the plugin side (pod {phase_inflight}); re-registered in "
-           f"{took:.2f} s; next pod served (recovery = restart → next pod admitted)", recovery, 5.0, 11)
+    record(
+        "kubelet-restart-allocate",
+        "kubelet restart during an Allocate",
+        f"in-flight Allocate completes on the plugin side (pod {phase_inflight}); re-registered in "
+        f"{took:.2f} s; next pod served (recovery = restart → next pod admitted)",
+        recovery,
+        5.0,
+        11,
+    )
     assert recovery <= 5.0

@@ -1,4 +1,5 @@
 """NVML faults: nvmlInit failing at start, a GPU lost (XID 79), NVML calls that hang (health.md §6, §4)."""
+
 from __future__ import annotations
 
 import pathlib
@@ -54,10 +55,16 @@ def test_nvml_init_fails_at_start_exits_1_then_recovers(tmp_path: pathlib.Path, 
             proc.terminate()
         kubelet.stop()
         shutil.rmtree(sock, ignore_errors=True)
-    record("nvml-init", "nvmlInit fails at start (DRIVER_NOT_LOADED)",
-           f"clean exit 1 after {exit_s:.2f} s naming the NVML error and the driver hint (documented; "
-           "failOnInitError-style wait is not implemented); a restart after the driver returns registers "
-           "(recovery = restart → three resources listed)", recovery, 30, 30)
+    record(
+        "nvml-init",
+        "nvmlInit fails at start (DRIVER_NOT_LOADED)",
+        f"clean exit 1 after {exit_s:.2f} s naming the NVML error and the driver hint (documented; "
+        "failOnInitError-style wait is not implemented); a restart after the driver returns registers "
+        "(recovery = restart → three resources listed)",
+        recovery,
+        30,
+        30,
+    )
     assert recovery <= 30
 
 
@@ -67,8 +74,11 @@ def test_gpu_lost_xid79(fresh_cluster):
     create_and_schedule(cluster, "on-lost", gpus=2)  # needs both GPUs: scheduled before the loss
     sw = Stopwatch()
     cluster.nvml.add_xid(0, 79)
-    poll(lambda: len(cluster.kubelet.plugin(NUMBER).healthy_ids()) == before - 10, 10,
-         "GPU 0's IDs unhealthy at the kubelet")
+    poll(
+        lambda: len(cluster.kubelet.plugin(NUMBER).healthy_ids()) == before - 10,
+        10,
+        "GPU 0's IDs unhealthy at the kubelet",
+    )
     detect = sw.elapsed
     poll(lambda: ",false," in cluster.node()["metadata"]["annotations"][keys.REGISTER], 10, "register health=false")
     # The pod holding the lost GPU fails with an Event; a pod on the surviving GPU is served.
@@ -82,9 +92,15 @@ def test_gpu_lost_xid79(fresh_cluster):
     assert_own_allocation(cluster, "survivor", res)
     assert cluster.annotations("survivor")[keys.VGPU_IDS_NEW].startswith("GPU-809c7a2e")
     assert cluster.plugin.proc.poll() is None
-    record("nvml-xid79", "GPU lost (XID 79 on GPU 0)",
-           "GPU 0's IDs turn unhealthy on all resources together, register health=false; its pod is refused; "
-           "a pod on GPU 1 is served (measured: XID → kubelet sees unhealthy)", detect, 10, 31)
+    record(
+        "nvml-xid79",
+        "GPU lost (XID 79 on GPU 0)",
+        "GPU 0's IDs turn unhealthy on all resources together, register health=false; its pod is refused; "
+        "a pod on GPU 1 is served (measured: XID → kubelet sees unhealthy)",
+        detect,
+        10,
+        31,
+    )
     assert detect <= 10
 
 
@@ -108,10 +124,16 @@ def test_nvml_hang_plugin_keeps_serving_and_stops(fresh_cluster):
     sw = Stopwatch()
     cluster.plugin.proc.send_signal(15)
     assert cluster.plugin.wait_exit(15) == 0
-    record("nvml-hang-plugin", "NVML calls hang (plugin; every call blocks in the library)",
-           f"Allocate and ListAndWatch keep working (no NVML on that path); a hung call was "
-           f"{'released' if released else 'not reached'}; health events resume (recovery = release → XID "
-           f"seen); SIGTERM exit 0 in {sw.elapsed:.2f} s", recovery, 15, 32)
+    record(
+        "nvml-hang-plugin",
+        "NVML calls hang (plugin; every call blocks in the library)",
+        f"Allocate and ListAndWatch keep working (no NVML on that path); a hung call was "
+        f"{'released' if released else 'not reached'}; health events resume (recovery = release → XID "
+        f"seen); SIGTERM exit 0 in {sw.elapsed:.2f} s",
+        recovery,
+        15,
+        32,
+    )
 
 
 def _metric(body: bytes, name: str) -> float:
@@ -160,9 +182,14 @@ def test_nvml_hang_monitor_stays_responsive(tmp_path: pathlib.Path, apiserver):
         rc = mon.terminate()
         print(f"monitor stopped in {t_term.elapsed:.2f} s\n" + mon.log()[-3000:])
     assert rc == 0
-    record("nvml-hang-monitor", "NVML calls hang (monitor)",
-           f"/metrics keeps answering ({scrapes} scrapes over {observed_s:.1f} s, slowest {worst:.2f} s; "
-           f"the monitor's NVML bound is {NVML_BOUND_S:g} s) from the last good sample ({stale:.0f} stale "
-           "serves counted); fresh values after release (recovery = release → new value scraped)",
-           recovery, 20, 33)
+    record(
+        "nvml-hang-monitor",
+        "NVML calls hang (monitor)",
+        f"/metrics keeps answering ({scrapes} scrapes over {observed_s:.1f} s, slowest {worst:.2f} s; "
+        f"the monitor's NVML bound is {NVML_BOUND_S:g} s) from the last good sample ({stale:.0f} stale "
+        "serves counted); fresh values after release (recovery = release → new value scraped)",
+        recovery,
+        20,
+        33,
+    )
     assert worst <= 3.0

@@ -4,6 +4,7 @@ Short variant (50 cycles) in ``make test``; 1,000 cycles under ``make soak`` (ma
 Growth is measured after a warm-up of 10 cycles (imports, caches and gRPC channels settle), with
 psutil on both processes: RSS growth ≤ 5 MB, open fds ≤ +10 (issue 11).
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -26,8 +27,9 @@ def _usage(pids: dict[str, int]) -> dict[str, tuple[int, int]]:
 
 
 def _soak(cluster, tmp_path: pathlib.Path, cycles: int, key: str, order: int) -> None:
-    mon = MonitorProcess(tmp_path, cluster.hook_path, cluster.api.kubeconfig(tmp_path / "kc-mon"),
-                         nvml_env=cluster.nvml.env).start()
+    mon = MonitorProcess(
+        tmp_path, cluster.hook_path, cluster.api.kubeconfig(tmp_path / "kc-mon"), nvml_env=cluster.nvml.env
+    ).start()
     try:
         pids = {"plugin": cluster.plugin.proc.pid, "monitor": mon.pid}
         base: dict[str, tuple[int, int]] = {}
@@ -49,9 +51,14 @@ def _soak(cluster, tmp_path: pathlib.Path, cycles: int, key: str, order: int) ->
         mon.terminate()
     growth = {n: (end[n][0] - base[n][0], end[n][1] - base[n][1]) for n in pids}
     text = "; ".join(f"{n}: RSS {g[0] / 1048576:+.2f} MB, fds {g[1]:+d}" for n, g in growth.items())
-    record(key, f"{cycles} pod allocate/delete cycles, plugin + monitor running",
-           f"every pod got its own devices; {text} (after {WARMUP} warm-up cycles; {per_cycle * 1000:.0f} ms/cycle)",
-           None, None, order)
+    record(
+        key,
+        f"{cycles} pod allocate/delete cycles, plugin + monitor running",
+        f"every pod got its own devices; {text} (after {WARMUP} warm-up cycles; {per_cycle * 1000:.0f} ms/cycle)",
+        None,
+        None,
+        order,
+    )
     for n, (rss, fds) in growth.items():
         assert rss <= RSS_GROWTH_MAX, f"{n} RSS grew {rss / 1048576:.2f} MB over {cycles} cycles"
         assert fds <= FD_GROWTH_MAX, f"{n} open fds grew by {fds} over {cycles} cycles"

@@ -6,6 +6,7 @@ and, at interpreter exit (after ``main`` returned and the non-daemon threads wer
 writes the names in its ``sys.modules`` to ``path``, one per line.  Whatever the process
 imported at any time (startup, threads, signal handlers, ``importlib``) is in that list.
 """
+
 from __future__ import annotations
 
 import pathlib

@@ -22,15 +22,23 @@ def test_help_lists_every_subcommand_without_importing_one():
     """`vgpu --help` comes from the static SUBCOMMANDS table: no subcommand module, no daemon, no sim."""
     from vgpu.cli import SUBCOMMANDS
 
-    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "vgpu", "--help"],
-                         capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "vgpu", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     listed = " ".join(out.stdout.split())  # argparse wraps the help column
     for command in SUBCOMMANDS:
         assert f"{command.name} {command.help}" in listed, command.name
     imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
     assert "vgpu.cli" in imported, "no -X importtime output to check"
-    loaded = sorted(m for m in imported
-                    if m in {c.module for c in SUBCOMMANDS} or m.startswith(("vgpu.sim", "vgpu.plugin", "vgpu.monitor")))
+    loaded = sorted(
+        m
+        for m in imported
+        if m in {c.module for c in SUBCOMMANDS} or m.startswith(("vgpu.sim", "vgpu.plugin", "vgpu.monitor"))
+    )
     assert not loaded, f"`vgpu --help` imported {loaded}"
 
 

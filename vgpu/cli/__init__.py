@@ -6,6 +6,7 @@ Each subcommand lives in its own module of this package, which defines ``configu
 dispatches to its subcommand.  `vgpu plugin` therefore loads the plugin and what it needs, never
 the monitor or the demo's simulators (`vgpu.sim`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,15 +23,16 @@ from vgpu import __version__
 class Subcommand:
     name: str
     module: str  # defines configure(parser: argparse.ArgumentParser)
-    help: str    # the one line of `vgpu --help`
+    help: str  # the one line of `vgpu --help`
 
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("plugin", "vgpu.cli.plugin", "kubelet device plugin: vgpu-number, vgpu-memory and vgpu-cores"),
     Subcommand("monitor", "vgpu.cli.monitor", "Prometheus exporter on :9394 and the 5-second priority feedback loop"),
     Subcommand("inspect", "vgpu.cli.inspect", "decode annotations and HAMi-core shared-region files"),
-    Subcommand("demo", "vgpu.cli.demo",
-               "the whole flow with fake GPUs: simulated cluster, real plugin and monitor processes"),
+    Subcommand(
+        "demo", "vgpu.cli.demo", "the whole flow with fake GPUs: simulated cluster, real plugin and monitor processes"
+    ),
 )
 _BY_NAME = {c.name: c for c in SUBCOMMANDS}
 _CONFIGURED = "_vgpu_configured"  # set on a subparser once its module has configured it
@@ -52,8 +54,13 @@ def configure_subcommand(parser: argparse.ArgumentParser, name: str) -> argparse
 class _LazySubcommands(argparse._SubParsersAction):
     """Subparsers that are configured when argparse dispatches to them, not when they are listed."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Sequence[Any] | str | None, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Sequence[Any] | str | None,
+        option_string: str | None = None,
+    ) -> None:
         name = values[0] if isinstance(values, list | tuple) and values else None
         if name in _BY_NAME and name in self._name_parser_map:
             configure_subcommand(self._name_parser_map[name], name)
@@ -67,8 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
         "HAMi-core limits, dynamic MIG, health checks and per-container metrics.",
     )
     parser.add_argument("--version", action="version", version=f"vgpu {__version__}")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="logging verbosity (default INFO)")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging verbosity (default INFO)",
+    )
     parser.register("action", "parsers", _LazySubcommands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in SUBCOMMANDS:

@@ -5,6 +5,7 @@ Imported only for `vgpu demo`, so it may import the simulators (`vgpu.sim`) at t
 Ctrl-C (SIGINT) or SIGTERM: the first one ends the run cleanly (children get SIGTERM, sockets
 and the temp dir are removed, the summary is printed); a second one kills the children at once.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,25 +42,48 @@ def configure(p: argparse.ArgumentParser) -> None:
         "Start a fake NVML, a simulated API server, a fake kubelet, the Volcano scheduler "
         "emulator and the real `vgpu plugin` and `vgpu monitor` processes; schedule and admit the sample pods "
         "of deploy/examples, run their containers' HAMi-core shared regions, scrape /metrics, show the feedback "
-        "loop, a MIG allocation and an XID health event. Prints every annotation, response and metric.")
+        "loop, a MIG allocation and an XID health event. Prints every annotation, response and metric."
+    )
     p.epilog = EPILOG.format(models=", ".join(GPU_MODELS))
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("--volcano-version", default=DEFAULT_VERSION, metavar="VERSION",
-                   help=f"Volcano scheduler to emulate: {', '.join(VERSIONS)} (default {DEFAULT_VERSION})")
-    p.add_argument("--policy", default=DEFAULT_POLICY, choices=POLICIES,
-                   help=f"deviceshare.SchedulePolicy (default {DEFAULT_POLICY}: sharing is visible)")
-    p.add_argument("--gpus", default=None, metavar="MODEL:N[,MODEL:N]",
-                   help="one node with these GPUs, e.g. A100-80GB:2 (default: the two nodes below)")
+    p.add_argument(
+        "--volcano-version",
+        default=DEFAULT_VERSION,
+        metavar="VERSION",
+        help=f"Volcano scheduler to emulate: {', '.join(VERSIONS)} (default {DEFAULT_VERSION})",
+    )
+    p.add_argument(
+        "--policy",
+        default=DEFAULT_POLICY,
+        choices=POLICIES,
+        help=f"deviceshare.SchedulePolicy (default {DEFAULT_POLICY}: sharing is visible)",
+    )
+    p.add_argument(
+        "--gpus",
+        default=None,
+        metavar="MODEL:N[,MODEL:N]",
+        help="one node with these GPUs, e.g. A100-80GB:2 (default: the two nodes below)",
+    )
     p.add_argument("--mode", default=None, choices=MODES, help="operating mode of that one node (default hami-core)")
     p.add_argument("--nodes", default=None, metavar="FILE", help="JSON file describing the simulated nodes")
-    p.add_argument("--duration", type=float, default=None, metavar="N",
-                   help="run at least N seconds and until the scripted flow is done, print the summary, stop "
-                   "and exit (default: run until Ctrl-C)")
-    p.add_argument("--json", action="store_true",
-                   help="write the full report as JSON to stdout (the event log goes to stderr)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="N",
+        help="run at least N seconds and until the scripted flow is done, print the summary, stop "
+        "and exit (default: run until Ctrl-C)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="write the full report as JSON to stdout (the event log goes to stderr)"
+    )
     p.add_argument("--examples", default=None, metavar="DIR", help="sample pod YAMLs (default deploy/examples)")
-    p.add_argument("--color", action=argparse.BooleanOptionalAction, default=None,
-                   help="colour the output (default: only on a terminal, never with NO_COLOR)")
+    p.add_argument(
+        "--color",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="colour the output (default: only on a terminal, never with NO_COLOR)",
+    )
     p.set_defaults(func=main)
 
 
@@ -72,9 +96,17 @@ def _quiet_libraries() -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        options = build_options(volcano_version=args.volcano_version, policy=args.policy, gpus=args.gpus,
-                                mode=args.mode, nodes_file=args.nodes, duration=args.duration,
-                                json_output=args.json, examples_dir=args.examples, color=args.color)
+        options = build_options(
+            volcano_version=args.volcano_version,
+            policy=args.policy,
+            gpus=args.gpus,
+            mode=args.mode,
+            nodes_file=args.nodes,
+            duration=args.duration,
+            json_output=args.json,
+            examples_dir=args.examples,
+            color=args.color,
+        )
     except DemoConfigError as exc:
         print(f"vgpu demo: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -86,7 +118,7 @@ def main(args: argparse.Namespace) -> int:
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         if demo.phase == "teardown" or demo.stop_requested:
-            demo.force_stop = True     # a second signal: no more grace for the children
+            demo.force_stop = True  # a second signal: no more grace for the children
             if demo.cluster is not None:
                 for node in demo.cluster.nodes:
                     for child in node.children:
@@ -94,7 +126,7 @@ def main(args: argparse.Namespace) -> int:
             return
         demo.stop_requested = True
         if demo.phase == "setup":
-            raise KeyboardInterrupt    # interrupt a blocking start-up step; run() tears down
+            raise KeyboardInterrupt  # interrupt a blocking start-up step; run() tears down
 
     for s in signals:
         signal.signal(s, on_signal)
@@ -103,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
     except DemoConfigError as exc:
         print(f"vgpu demo: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:   # before anything was started
+    except KeyboardInterrupt:  # before anything was started
         return EXIT_INTERRUPTED
     finally:
         for s, h in previous.items():

@@ -12,6 +12,7 @@ annotation VALUE / ``-f FILE``) is a row of ``FORMS``.  The first operand picks 
 keyword; anything else goes to the default form (``keyword=None``).
 Exit status: 0 decoded, 1 something did not decode or could not be read, 2 usage.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,14 +43,15 @@ if TYPE_CHECKING:  # the native reader is imported when the cache form runs, not
 
 @dataclass(frozen=True)
 class InspectForm:
-    keyword: str | None   # first operand that selects the form; None = the default form
-    usage: str            # e.g. "cache PATH"
+    keyword: str | None  # first operand that selects the form; None = the default form
+    usage: str  # e.g. "cache PATH"
     summary: str
-    nargs: int            # number of operands after the keyword (default form: after nothing)
+    nargs: int  # number of operands after the keyword (default form: after nothing)
     run: Callable[[list[str], argparse.Namespace], int]  # returns the exit status
 
 
 # ---------------------------------------------------------------------------- Node / Pod / value rendering
+
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     cells = [list(map(str, header))] + [[str(c) for c in r] for r in rows]
@@ -62,10 +64,25 @@ def render_node(rep: NodeReport) -> str:
     if rep.gpus:
         used_note = "" if rep.pods_counted is not None else "  (no pods given: usage not computed)"
         lines.append(f"GPUs ({len(rep.gpus)}){used_note}:")
-        lines += ["  " + ln for ln in _table(
-            ["ID", "UUID", "TYPE", "SPLIT", "MEMORY(MiB)", "CORES(%)", "HEALTH", "MODE"],
-            [(g.index, g.uuid, g.type, f"{g.split_used}/{g.split_total}", f"{g.memory_used}/{g.memory_total}",
-              f"{g.cores_used}/{g.cores_total}", "healthy" if g.health else "UNHEALTHY", g.mode) for g in rep.gpus])]
+        lines += [
+            "  " + ln
+            for ln in _table(
+                ["ID", "UUID", "TYPE", "SPLIT", "MEMORY(MiB)", "CORES(%)", "HEALTH", "MODE"],
+                [
+                    (
+                        g.index,
+                        g.uuid,
+                        g.type,
+                        f"{g.split_used}/{g.split_total}",
+                        f"{g.memory_used}/{g.memory_total}",
+                        f"{g.cores_used}/{g.cores_total}",
+                        "healthy" if g.health else "UNHEALTHY",
+                        g.mode,
+                    )
+                    for g in rep.gpus
+                ],
+            )
+        ]
     if rep.pods_counted is not None:
         lines.append(f"Pods with vGPU on this node: {rep.pods_counted}")
     lines.append(f"Handshake: {rep.handshake_decoded or 'none'}" + (f"  [{rep.handshake}]" if rep.handshake else ""))
@@ -85,11 +102,23 @@ def render_pod(rep: PodReport) -> str:
         t = f"{t} (done)"
     lines.append(f"vgpu-node: {rep.node or '-'}   bind-phase: {rep.bind_phase or '-'}   vgpu-time: {t or '-'}")
     if rep.containers:
-        lines += ["  " + ln for ln in _table(
-            ["SEG", "CONTAINER", "DEVICES", "MEMORY(MiB)", "CORES(%)", "SERVED"],
-            [(c.segment, c.container or "?", ",".join(c.devices) or "-", ",".join(map(str, c.memory)) or "-",
-              ",".join(map(str, c.cores)) or "-", {True: "yes", False: "no", None: "?"}[c.served])
-             for c in rep.containers])]
+        lines += [
+            "  " + ln
+            for ln in _table(
+                ["SEG", "CONTAINER", "DEVICES", "MEMORY(MiB)", "CORES(%)", "SERVED"],
+                [
+                    (
+                        c.segment,
+                        c.container or "?",
+                        ",".join(c.devices) or "-",
+                        ",".join(map(str, c.memory)) or "-",
+                        ",".join(map(str, c.cores)) or "-",
+                        {True: "yes", False: "no", None: "?"}[c.served],
+                    )
+                    for c in rep.containers
+                ],
+            )
+        ]
     lines += [f"WARNING: {w}" for w in rep.warnings] + [f"ERROR: {e}" for e in rep.errors]
     return "\n".join(lines)
 
@@ -97,10 +126,24 @@ def render_pod(rep: PodReport) -> str:
 def render_value(r: Mapping[str, Any]) -> str:
     d = r["decoded"]
     if r["kind"] == keys.REGISTER:
-        return f"{keys.REGISTER} ({len(d)} GPU(s)):\n" + "\n".join("  " + ln for ln in _table(
-            ["ID", "UUID", "SPLIT", "MEMORY", "TYPE", "HEALTH", "MODE"],
-            [(i, g["uuid"], g["count"], g["devmem"], g["type"], "healthy" if g["health"] else "UNHEALTHY", g["mode"])
-             for i, g in enumerate(d)]))
+        return f"{keys.REGISTER} ({len(d)} GPU(s)):\n" + "\n".join(
+            "  " + ln
+            for ln in _table(
+                ["ID", "UUID", "SPLIT", "MEMORY", "TYPE", "HEALTH", "MODE"],
+                [
+                    (
+                        i,
+                        g["uuid"],
+                        g["count"],
+                        g["devmem"],
+                        g["type"],
+                        "healthy" if g["health"] else "UNHEALTHY",
+                        g["mode"],
+                    )
+                    for i, g in enumerate(d)
+                ],
+            )
+        )
     if isinstance(d, list):
         rows = []
         for k, seg in enumerate(d):
@@ -108,7 +151,8 @@ def render_value(r: Mapping[str, Any]) -> str:
                 rows.append((k, "(empty: consumed)", "-", "-"))
             rows += [(k, dev["device_id"], dev["usedmem"], dev["usedcores"]) for dev in seg]
         return f"{r['kind']} ({len(d)} segment(s)):\n" + "\n".join(
-            "  " + ln for ln in _table(["SEG", "DEVICE", "MEMORY", "CORES(%)"], rows))
+            "  " + ln for ln in _table(["SEG", "DEVICE", "MEMORY", "CORES(%)"], rows)
+        )
     return f"{r['kind']}: {d}"
 
 
@@ -153,7 +197,8 @@ def _when(ts: int | None) -> str:
 def render_cache(snap: RegionSnapshot, slots: list[SlotInfo]) -> str:
     lines = [
         f"file:        {snap.path}",
-        f"layout:      {snap.layout_name}" + (f" (header {snap.version})" if snap.version else " (no version fields)")
+        f"layout:      {snap.layout_name}"
+        + (f" (header {snap.version})" if snap.version else " (no version fields)")
         + f", {snap.file_size} bytes",
         f"devices:     device_num {snap.device_num_raw}" + (" (clamped to 16)" if snap.device_num_raw > 16 else ""),
         f"processes:   proc_num {snap.proc_num_raw}, {snap.live_procs} in use"
@@ -163,14 +208,19 @@ def render_cache(snap: RegionSnapshot, slots: list[SlotInfo]) -> str:
         f"last kernel: {_when(snap.last_kernel_time)}",
     ]
     shown = max(snap.device_num, 1)
-    lines.append("limits:      " + ", ".join(
-        f"[{d}] {_mib(snap.limits[d]) if snap.limits[d] else 'unlimited'} / SM {snap.sm_limits[d]}%"
-        for d in range(shown)))
+    lines.append(
+        "limits:      "
+        + ", ".join(
+            f"[{d}] {_mib(snap.limits[d]) if snap.limits[d] else 'unlimited'} / SM {snap.sm_limits[d]}%"
+            for d in range(shown)
+        )
+    )
     for dev in snap.devices:
         lines.append(
             f"device {dev.index}:    {dev.uuid}  used {_mib(dev.used_bytes)} (context {_mib(dev.context_bytes)}, "
             f"data {_mib(dev.data_bytes)})  monitor {_mib(dev.monitor_used_bytes)}  "
-            f"sm_util {dev.sm_util}%  procs {dev.procs}")
+            f"sm_util {dev.sm_util}%  procs {dev.procs}"
+        )
     for d in snap.invalid_uuid_devices:
         lines.append(f"device {d}:    <invalid uuid, skipped>")
     for s in slots:
@@ -181,8 +231,11 @@ def render_cache(snap: RegionSnapshot, slots: list[SlotInfo]) -> str:
         if not s.consistent:
             lines.append(head + "  <seqlock did not settle; counters not read>")
             continue
-        usage = "  ".join(f"d{d}: {_mib(u.total_bytes)}" + (f" sm {u.sm_util}%" if u.sm_util else "")
-                          for d, u in enumerate(s.devices) if u.total_bytes or u.sm_util or u.monitor_used_bytes)
+        usage = "  ".join(
+            f"d{d}: {_mib(u.total_bytes)}" + (f" sm {u.sm_util}%" if u.sm_util else "")
+            for d, u in enumerate(s.devices)
+            if u.total_bytes or u.sm_util or u.monitor_used_bytes
+        )
         lines.append(head + ("  " + usage if usage else ""))
     for a in snap.anomalies:
         lines.append(f"anomaly:     {a}")
@@ -191,13 +244,16 @@ def render_cache(snap: RegionSnapshot, slots: list[SlotInfo]) -> str:
 
 # ---------------------------------------------------------------------------- forms
 
+
 def _client(args: argparse.Namespace):
     from vgpu.kube.client import KubeClient
+
     return KubeClient.from_kubeconfig(getattr(args, "kubeconfig", None) or None)
 
 
 def run_node(rest: list[str], args: argparse.Namespace) -> int:
     from vgpu.kube.client import KubeError
+
     try:
         client = _client(args)
         try:
@@ -213,6 +269,7 @@ def run_node(rest: list[str], args: argparse.Namespace) -> int:
 
 def run_pod(rest: list[str], args: argparse.Namespace) -> int:
     from vgpu.kube.client import KubeError
+
     ns, sep, name = rest[0].partition("/")
     if not sep or not ns or not name:
         print("vgpu inspect: usage: vgpu inspect [--json] pod NAMESPACE/NAME", file=sys.stderr)
@@ -243,8 +300,10 @@ def run_default(rest: list[str], args: argparse.Namespace) -> int:
             return 1
         return _emit(reps, args.json)
     if len(rest) != 1:
-        print("vgpu inspect: give one annotation VALUE (quoted), -f FILE, node NAME, pod NS/NAME or cache PATH",
-              file=sys.stderr)
+        print(
+            "vgpu inspect: give one annotation VALUE (quoted), -f FILE, node NAME, pod NS/NAME or cache PATH",
+            file=sys.stderr,
+        )
         return 2
     try:
         return _emit([value_report(rest[0])], args.json)
@@ -294,14 +353,20 @@ def load_forms() -> dict[str | None, InspectForm]:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     forms = load_forms()
-    lines = "\n".join(f"  vgpu inspect [--json] {f.usage:<22} {f.summary}"
-                      for f in sorted(forms.values(), key=lambda f: f.keyword or ""))
+    lines = "\n".join(
+        f"  vgpu inspect [--json] {f.usage:<22} {f.summary}"
+        for f in sorted(forms.values(), key=lambda f: f.keyword or "")
+    )
     parser.description = "Decode what vgpu, the Volcano scheduler and HAMi-core write.\n\nforms:\n" + lines
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("-f", "--file", metavar="FILE", help="read the input from FILE ('-' = stdin)")
-    parser.add_argument("--kubeconfig", metavar="PATH", default=None,
-                        help="for node/pod: kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster)")
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        default=None,
+        help="for node/pod: kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster)",
+    )
     parser.add_argument("operands", nargs="*", metavar="FORM", help="e.g. cache PATH")
     parser.set_defaults(func=run, _inspect_parser=parser)
 

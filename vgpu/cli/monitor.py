@@ -4,6 +4,7 @@ Flag > env var (non-empty) > default; the defaults are `MonitorOptions`' field d
 ``--device-config`` supplies the MIG geometries (for ``hami_mig_device_info``) and the vGPU
 resource names; a missing file means built-in defaults.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,34 +18,46 @@ from vgpu.monitor.daemon import EXIT_CONFIG, MonitorDaemon, MonitorOptions
 
 log = logging.getLogger("vgpu.monitor.command")  # the name its log lines have always had
 
-SETTINGS: tuple[Setting, ...] = defaults_from(MonitorOptions, (
-    Setting("listen", "VGPU_LISTEN", "HOST:PORT of the /metrics endpoint (port 0: any free port)"),
-    settings.NODE_NAME,
-    settings.HOOK_PATH.with_help("HAMi-core files; regions are scanned under <hook-path>/containers"),
-    settings.KUBECONFIG,
-    settings.NVML_LIBRARY,
-    settings.DEVICE_CONFIG.with_help("device-config.yaml (MIG info only)"),
-))
+SETTINGS: tuple[Setting, ...] = defaults_from(
+    MonitorOptions,
+    (
+        Setting("listen", "VGPU_LISTEN", "HOST:PORT of the /metrics endpoint (port 0: any free port)"),
+        settings.NODE_NAME,
+        settings.HOOK_PATH.with_help("HAMi-core files; regions are scanned under <hook-path>/containers"),
+        settings.KUBECONFIG,
+        settings.NVML_LIBRARY,
+        settings.DEVICE_CONFIG.with_help("device-config.yaml (MIG info only)"),
+    ),
+)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.description = ("Serve per-container GPU usage (legacy Volcano and HAMi v2.10 metric families) and host "
-                     "GPU metrics at /metrics, and run the HAMi-core priority feedback loop every 5 s. "
-                     "SIGTERM stops.")
+    p.description = (
+        "Serve per-container GPU usage (legacy Volcano and HAMi v2.10 metric families) and host "
+        "GPU metrics at /metrics, and run the HAMi-core priority feedback loop every 5 s. "
+        "SIGTERM stops."
+    )
     add_settings(p, SETTINGS)
-    p.add_argument("--legacy-metrics", action=argparse.BooleanOptionalAction,
-                   default=field_default(MonitorOptions, "legacy_metrics"),
-                   help="export the legacy Volcano families (HostGPUMemoryUsage, vGPU_device_*, Device_*)")
-    p.add_argument("--hami-metrics", action=argparse.BooleanOptionalAction,
-                   default=field_default(MonitorOptions, "hami_metrics"),
-                   help="export the HAMi v2.10 hami_* families")
+    p.add_argument(
+        "--legacy-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=field_default(MonitorOptions, "legacy_metrics"),
+        help="export the legacy Volcano families (HostGPUMemoryUsage, vGPU_device_*, Device_*)",
+    )
+    p.add_argument(
+        "--hami-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=field_default(MonitorOptions, "hami_metrics"),
+        help="export the HAMi v2.10 hami_* families",
+    )
     p.set_defaults(func=main)
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> MonitorOptions:
     """Flag > env var (non-empty) > default."""
-    return MonitorOptions(legacy_metrics=args.legacy_metrics, hami_metrics=args.hami_metrics,
-                          **resolve_settings(args, environ, SETTINGS))
+    return MonitorOptions(
+        legacy_metrics=args.legacy_metrics, hami_metrics=args.hami_metrics, **resolve_settings(args, environ, SETTINGS)
+    )
 
 
 def main(args: argparse.Namespace) -> int:

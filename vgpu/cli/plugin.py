@@ -4,6 +4,7 @@ Only the settings this build uses are offered.  ``--kubeconfig``, ``--handshake`
 ``--hook-path`` drive node registration and Allocate (vgpu/plugin/volcano.py).  The defaults
 are `PluginOptions`' field defaults.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,22 +18,27 @@ from vgpu.plugin.daemon import EXIT_CONFIG, PluginDaemon, PluginOptions
 
 log = logging.getLogger("vgpu.plugin.command")  # the name its log lines have always had
 
-SETTINGS: tuple[Setting, ...] = defaults_from(PluginOptions, (
-    settings.NODE_NAME,
-    Setting("kubelet_socket", "KUBELET_SOCKET", "kubelet registration socket; our sockets go in its directory"),
-    settings.DEVICE_CONFIG,
-    Setting("node_config", "NODE_CONFIG", "per-node config.json (missing: no overrides)"),
-    settings.NVML_LIBRARY,
-    settings.KUBECONFIG,
-    settings.HOOK_PATH,
-    Setting("handshake", "VGPU_HANDSHAKE", "Volcano node handshake: auto | on | off"),
-))
+SETTINGS: tuple[Setting, ...] = defaults_from(
+    PluginOptions,
+    (
+        settings.NODE_NAME,
+        Setting("kubelet_socket", "KUBELET_SOCKET", "kubelet registration socket; our sockets go in its directory"),
+        settings.DEVICE_CONFIG,
+        Setting("node_config", "NODE_CONFIG", "per-node config.json (missing: no overrides)"),
+        settings.NVML_LIBRARY,
+        settings.KUBECONFIG,
+        settings.HOOK_PATH,
+        Setting("handshake", "VGPU_HANDSHAKE", "Volcano node handshake: auto | on | off"),
+    ),
+)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.description = ("Serve the three vGPU resources to the kubelet, keep them registered across kubelet "
-                     "restarts and mark GPUs unhealthy on NVML XID events. Health env vars: DP_DISABLE_HEALTHCHECKS, "
-                     "DP_ENABLE_HEALTHCHECKS. Signals: SIGHUP reloads the config files; SIGTERM stops.")
+    p.description = (
+        "Serve the three vGPU resources to the kubelet, keep them registered across kubelet "
+        "restarts and mark GPUs unhealthy on NVML XID events. Health env vars: DP_DISABLE_HEALTHCHECKS, "
+        "DP_ENABLE_HEALTHCHECKS. Signals: SIGHUP reloads the config files; SIGTERM stops."
+    )
     add_settings(p, SETTINGS)
     p.set_defaults(func=main)
 

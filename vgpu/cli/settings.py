@@ -8,6 +8,7 @@ Defaults are written once, as the field defaults of the daemon's options datacla
 help texts show them and `resolve_settings` falls back to them.  A value both daemons share
 (the hook path, the device-config path) is one constant that both dataclasses name.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ class Setting:
     def flag(self) -> str:
         return "--" + self.dest.replace("_", "-")
 
-    def with_help(self, text: str) -> "Setting":
+    def with_help(self, text: str) -> Setting:
         return replace(self, help=text)
 
 
@@ -63,7 +64,8 @@ def add_settings(parser: argparse.ArgumentParser, settings: Iterable[Setting]) -
         parser.add_argument(s.flag, dest=s.dest, default=None, metavar=s.env, help=f"{s.help} [env {s.env}; {shown}]")
 
 
-def resolve_settings(args: argparse.Namespace, environ: Mapping[str, str],
-                     settings: Iterable[Setting]) -> dict[str, str | None]:
+def resolve_settings(
+    args: argparse.Namespace, environ: Mapping[str, str], settings: Iterable[Setting]
+) -> dict[str, str | None]:
     """Flag > env var (non-empty) > default, by ``dest``."""
     return {s.dest: getattr(args, s.dest, None) or environ.get(s.env) or s.default for s in settings}

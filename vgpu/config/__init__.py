@@ -3,6 +3,13 @@
 Pure: text in, typed config out.  Reading the files is :mod:`vgpu.configfiles`.
 """
 
+from vgpu.config.loader import (
+    effective_config,
+    log_warnings,
+    parse_device_config,
+    parse_node_config,
+)
+from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 from vgpu.config.model import (
     ConfigError,
     DeviceConfig,
@@ -13,13 +20,6 @@ from vgpu.config.model import (
     MigTemplate,
     NodeConfig,
 )
-from vgpu.config.loader import (
-    effective_config,
-    log_warnings,
-    parse_device_config,
-    parse_node_config,
-)
-from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 
 __all__ = [
     "DEFAULT_KNOWN_MIG_GEOMETRIES",

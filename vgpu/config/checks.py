@@ -6,6 +6,7 @@ config.md §2.3 error format) and collects warnings; the first violation raises 
 Python quirk handled here once: ``bool`` is a subclass of ``int``, so ``true`` must never pass an
 integer or number check (``deviceSplitCount: true`` is an error, not 1).
 """
+
 from __future__ import annotations
 
 import math

@@ -14,6 +14,7 @@ Choices where the spec is silent (documented for operators):
   must differ from the count/memory/cores names.
 - ``defaultMemory``/``defaultCores``/``defaultGPUNum`` are type-checked only (unused everywhere).
 """
+
 from __future__ import annotations
 
 import re
@@ -48,6 +49,7 @@ def default_device_config() -> DeviceConfig:
 
 
 # -- per-key parsers: (checker, key path, value) -> field value ------------------------------
+
 
 def _resource_name(c: Checker, key: str, value: object) -> str:
     name = c.string(key, value)

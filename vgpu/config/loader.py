@@ -7,6 +7,7 @@ only used in messages.  An invalid text raises `ConfigError`, whose message is
 Warnings (unknown keys, non-default resource names, ignored settings, …) are returned;
 `log_warnings` logs them on the ``vgpu.config`` logger with ``extra={"config_warning": True}``.
 """
+
 from __future__ import annotations
 
 import logging

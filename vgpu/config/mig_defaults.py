@@ -5,6 +5,7 @@ plugin and a Volcano scheduler running with the shipped ConfigMap agree on every
 position without any configuration.  The A30 and A100-40GB memory values are upstream's (larger
 than NVML's real instance sizes); the MIG startup check warns about them (mig.md §5.1).
 """
+
 from __future__ import annotations
 
 from typing import Any

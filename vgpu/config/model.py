@@ -4,6 +4,7 @@ These types are the contract between the parsers (`vgpu.config.loader`, fed by
 `vgpu.configfiles`) and every consumer (plugin, monitor, MIG).  They are immutable so one loaded config can be
 shared across threads; a SIGHUP reload produces a new object.
 """
+
 from __future__ import annotations
 
 import json

@@ -17,6 +17,7 @@ Rules, including choices where the spec is silent:
 - ``gpumemoryfactor`` (global only, see kubelet-device-plugin-api.md §7.3), HAMi-only keys,
   ``devicememoryscaling`` ≠ 1 and a ``migstrategy`` other than none produce warnings.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -56,7 +57,7 @@ def node_config_from_data(data: object, source: str, node_name: str) -> tuple[No
         c.fail("(root)", 'must be a JSON object with a "nodeconfig" array', data)
     root = _canonical_keys(c, "", data, (ROOT_KEY,))
     if ROOT_KEY not in root:
-        c.warn(ROOT_KEY, 'key is missing; no per-node settings apply')
+        c.warn(ROOT_KEY, "key is missing; no per-node settings apply")
         return empty, c.warnings
     entries_key, raw_entries = root[ROOT_KEY]
     if raw_entries is None:
@@ -100,7 +101,7 @@ def _canonical_keys(
                 c.unknown_key(key, name, known)
             continue
         if canonical in result:
-            c.warn(key, f'same key as {result[canonical][0]} (keys are case-insensitive); the last value is used')
+            c.warn(key, f"same key as {result[canonical][0]} (keys are case-insensitive); the last value is used")
         result[canonical] = (key, value)
     return result
 
@@ -139,9 +140,7 @@ def _filter_devices(c: Checker, key: str, value: object, *, strict: bool) -> Fil
     return FilterDevices(uuids=frozenset(uuids), indices=frozenset(indices))
 
 
-def _matching_entry(
-    c: Checker, source: str, key: str, raw: dict[Any, Any], entry: _Entry
-) -> NodeConfig:
+def _matching_entry(c: Checker, source: str, key: str, raw: dict[Any, Any], entry: _Entry) -> NodeConfig:
     """Range checks, overrides and warnings for this node's entry."""
     for name in raw:
         if name.lower() not in _ALL_ENTRY_KEYS:

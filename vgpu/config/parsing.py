@@ -6,6 +6,7 @@ addition: exponent floats without a dot (``1e3``), which Go reads as numbers.  D
 keep the last value (as Go does) and produce a warning.  JSON rejects ``NaN``/``Infinity`` (not
 JSON; Go rejects them) and also warns about duplicate keys.
 """
+
 from __future__ import annotations
 
 import json

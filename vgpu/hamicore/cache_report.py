@@ -4,6 +4,7 @@ Uses the same safe reader as the monitor, so inspecting a hostile file cannot ha
 follow a symlink or crash; a bad file raises `RegionError` with its precise code.  The command
 line (:mod:`vgpu.cli.inspect`) renders the report as text or JSON.
 """
+
 from __future__ import annotations
 
 import dataclasses

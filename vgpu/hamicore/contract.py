@@ -5,6 +5,7 @@ and tests reuse it.  Inputs are plain data, so this module does no I/O: Allocate
 :func:`vgpu.hamicore.host.prepare_container`, which also checks the HAMi-core files and creates
 the host directory before answering.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,17 +40,17 @@ class DeviceGrant:
 
     uuid: str
     memory_mib: int  # usedmem from the annotation (multiplied by memory_factor here)
-    cores: int       # usedcores, percent; 0 = unlimited
+    cores: int  # usedcores, percent; 0 = unlimited
 
 
 @dataclass(frozen=True)
 class ContainerContract:
     envs: dict[str, str]
     mounts: list[Mount]
-    host_cache_dir: str          # $HOOK_PATH/containers/<podUID>_<ctr>
-    cache_file: str              # CUDA_DEVICE_MEMORY_SHARED_CACHE (container path)
-    host_cache_file: str         # the same file on the host
-    preload_mounted: bool        # False when CUDA_DISABLE_CONTROL is true
+    host_cache_dir: str  # $HOOK_PATH/containers/<podUID>_<ctr>
+    cache_file: str  # CUDA_DEVICE_MEMORY_SHARED_CACHE (container path)
+    host_cache_file: str  # the same file on the host
+    preload_mounted: bool  # False when CUDA_DISABLE_CONTROL is true
     zero_memory_devices: tuple[int, ...] = field(default=())  # → Event VGPUZeroMemoryLimit
 
 
@@ -87,8 +88,7 @@ def build_container_contract(
     if not devices:
         raise ContractError("devices: a hami-core allocation needs at least one GPU")
     if len(devices) > MAX_DEVICES:
-        raise ContractError(f"devices: HAMi-core supports at most {MAX_DEVICES} GPUs per container, "
-                            f"got {len(devices)}")
+        raise ContractError(f"devices: HAMi-core supports at most {MAX_DEVICES} GPUs per container, got {len(devices)}")
     seen: set[str] = set()
     for i, dev in enumerate(devices):
         if not dev.uuid or any(c in dev.uuid for c in ", \t\n;:") or not dev.uuid.isprintable():
@@ -145,6 +145,11 @@ def build_container_contract(
     mounts.append(Mount(paths.CONTAINER_CACHE_DIR, host_dir, False))
     mounts.append(Mount(paths.CONTAINER_VGPULOCK, layout.vgpulock_dir, False))
     return ContainerContract(
-        envs=envs, mounts=mounts, host_cache_dir=host_dir, cache_file=cache_file,
-        host_cache_file=layout.host_cache_file(pod_uid, container_name, cache_uuid), preload_mounted=preload,
-        zero_memory_devices=tuple(zero))
+        envs=envs,
+        mounts=mounts,
+        host_cache_dir=host_dir,
+        cache_file=cache_file,
+        host_cache_file=layout.host_cache_file(pod_uid, container_name, cache_uuid),
+        preload_mounted=preload,
+        zero_memory_devices=tuple(zero),
+    )

@@ -8,6 +8,7 @@ Parsing: :func:`parse_limit` reproduces libvgpu's parser (``strtoul(s, &end, 0)`
 multiplier chosen by the string's LAST character), so the region writer and tests see exactly
 the limit a real workload would stamp into its file.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -42,9 +43,9 @@ def _strtoul0(s: str) -> tuple[int, bool]:
         negative = s[i] == "-"
         i += 1
     base = 10
-    if s[i:i + 2] in ("0x", "0X") and i + 2 < n and s[i + 2] in "0123456789abcdefABCDEF":
+    if s[i : i + 2] in ("0x", "0X") and i + 2 < n and s[i + 2] in "0123456789abcdefABCDEF":
         base, i = 16, i + 2
-    elif s[i:i + 1] == "0":
+    elif s[i : i + 1] == "0":
         base = 8
     digits = "0123456789abcdef"[:base]
     value = 0
@@ -86,6 +87,7 @@ def atoi(value: str) -> int:
 
 def limits_from_env(env: Mapping[str, str]) -> tuple[list[int], list[int]]:
     """``(limit[16], sm_limit[16])`` exactly as libvgpu stamps them into a new region."""
+
     def value(name: str) -> int:
         raw = env.get(name)
         return parse_limit(raw) if raw else 0

@@ -5,6 +5,7 @@ the plugin, the monitor and the demo, so plugin and monitor can never disagree o
 root (upstream plugin#141).  The helpers that touch the host create what Allocate needs
 without following symlinks: the per-container directory is written by the workload.
 """
+
 from __future__ import annotations
 
 import errno

@@ -14,6 +14,7 @@ A :class:`Region` is one open fd, meant to be kept across ticks (the monitor re-
 through :meth:`Region.stat`).  It is not thread-safe (it reuses its output buffer): one
 thread at a time; the monitor's loop and HTTP threads share regions under ``Discovery.lock``.
 """
+
 from __future__ import annotations
 
 import enum
@@ -50,8 +51,12 @@ class RegionErrorCode(enum.IntEnum):
     @property
     def transient(self) -> bool:
         """True when a later attempt may succeed without anyone fixing the file."""
-        return self in (RegionErrorCode.UNINITIALISED, RegionErrorCode.SHORT_READ, RegionErrorCode.RACE,
-                        RegionErrorCode.LAYOUT_CHANGED)
+        return self in (
+            RegionErrorCode.UNINITIALISED,
+            RegionErrorCode.SHORT_READ,
+            RegionErrorCode.RACE,
+            RegionErrorCode.LAYOUT_CHANGED,
+        )
 
 
 class RegionError(Exception):
@@ -81,18 +86,18 @@ class DeviceUsage(NamedTuple):
     (NamedTuples, not dataclasses: a monitor tick builds thousands; see benchmarks.)
     """
 
-    index: int               # in-container NVML index d
-    uuid: str                # the NUL-terminated uuids[d]
-    limit_bytes: int         # 0 = unlimited
-    sm_limit: int            # percent; 100 (or 0) = unlimited
-    used_bytes: int          # Σ used[d].total
-    context_bytes: int       # Σ used[d].context_size
-    module_bytes: int        # Σ used[d].module_size (always 0 in practice)
-    data_bytes: int          # Σ used[d].data_size
-    offset_bytes: int        # Σ used[d].offset (always 0 in practice)
+    index: int  # in-container NVML index d
+    uuid: str  # the NUL-terminated uuids[d]
+    limit_bytes: int  # 0 = unlimited
+    sm_limit: int  # percent; 100 (or 0) = unlimited
+    used_bytes: int  # Σ used[d].total
+    context_bytes: int  # Σ used[d].context_size
+    module_bytes: int  # Σ used[d].module_size (always 0 in practice)
+    data_bytes: int  # Σ used[d].data_size
+    offset_bytes: int  # Σ used[d].offset (always 0 in practice)
     monitor_used_bytes: int  # Σ monitorused[d]
-    sm_util: int             # Σ device_util[d].sm_util, percent (0 on the original layout)
-    procs: int               # slots in use with used[d].total > 0
+    sm_util: int  # Σ device_util[d].sm_util, percent (0 on the original layout)
+    procs: int  # slots in use with used[d].total > 0
 
 
 class RegionSnapshot(NamedTuple):
@@ -104,27 +109,27 @@ class RegionSnapshot(NamedTuple):
 
     path: str
     layout: Layout
-    major_version: int | None   # None for original/v0 (no version fields)
+    major_version: int | None  # None for original/v0 (no version fields)
     minor_version: int | None
     file_size: int
-    device_num_raw: int         # as stored
-    device_num: int             # clamped to 16
-    proc_num_raw: int           # as stored
-    proc_num: int               # clamped to [0, 1024]
-    live_procs: int             # slots with pid != 0 and status != 0
-    skipped_slots: int          # seqlock never settled this time
+    device_num_raw: int  # as stored
+    device_num: int  # clamped to 16
+    proc_num_raw: int  # as stored
+    proc_num: int  # clamped to [0, 1024]
+    live_procs: int  # slots with pid != 0 and status != 0
+    skipped_slots: int  # seqlock never settled this time
     sm_init_flag: int
     utilization_switch: int
     recent_kernel: int
     priority: int
     last_kernel_time: int | None  # Unix seconds; None when the layout has none
     seqlocked: bool
-    limits: tuple[int, ...]     # all 16 limit[] entries, bytes
+    limits: tuple[int, ...]  # all 16 limit[] entries, bytes
     sm_limits: tuple[int, ...]  # all 16 sm_limit[] entries, percent
     devices: tuple[DeviceUsage, ...]  # usable devices only (uuid set and printable ASCII)
     invalid_uuid_devices: tuple[int, ...]
     anomalies: tuple[str, ...]  # what was clamped or skipped, in words
-    preads: int                 # read syscalls spent (the fstat, when made, is not counted)
+    preads: int  # read syscalls spent (the fstat, when made, is not counted)
     bytes_read: int
 
     @property
@@ -167,12 +172,12 @@ class SlotInfo:
     """One process slot in detail (for ``vgpu inspect cache``)."""
 
     index: int
-    pid: int           # container-namespace PID; 0 = exited normally
-    hostpid: int       # 0 until libvgpu detected it
-    status: int        # 1 running, 2 suspended, 0 exited
-    in_use: bool       # pid != 0 and status != 0
-    consistent: bool   # False: the seqlock never settled, counters not read
-    seqlock: int       # 0 for layouts without one
+    pid: int  # container-namespace PID; 0 = exited normally
+    hostpid: int  # 0 until libvgpu detected it
+    status: int  # 1 running, 2 suspended, 0 exited
+    in_use: bool  # pid != 0 and status != 0
+    consistent: bool  # False: the seqlock never settled, counters not read
+    seqlock: int  # 0 for layouts without one
     devices: tuple[SlotDevice, ...]
 
 
@@ -206,16 +211,56 @@ _DEV_OFF = ffi.offsetof("vgpu_region_summary_t", "devices")
 _DEV_SIZE = ffi.sizeof("vgpu_region_device_t")
 assert _DEV.size == _DEV_SIZE and _HEAD.size == _DEV_OFF
 # Positions in the _HEAD tuple (order of vgpu_region_summary_t).
-(_LAYOUT, _MAJOR, _MINOR, _SEQLOCKED, _HAS_UTIL, _HAS_LAST_KERNEL, _FILE_SIZE, _DEVICE_NUM_RAW, _DEVICE_NUM,
- _PROC_NUM_RAW, _PROC_NUM, _LIVE, _SKIPPED, _SM_INIT, _SWITCH, _RECENT, _PRIORITY, _LAST_KERNEL, _ANOMALIES,
- _PREADS, _BYTES) = range(21)
+(
+    _LAYOUT,
+    _MAJOR,
+    _MINOR,
+    _SEQLOCKED,
+    _HAS_UTIL,
+    _HAS_LAST_KERNEL,
+    _FILE_SIZE,
+    _DEVICE_NUM_RAW,
+    _DEVICE_NUM,
+    _PROC_NUM_RAW,
+    _PROC_NUM,
+    _LIVE,
+    _SKIPPED,
+    _SM_INIT,
+    _SWITCH,
+    _RECENT,
+    _PRIORITY,
+    _LAST_KERNEL,
+    _ANOMALIES,
+    _PREADS,
+    _BYTES,
+) = range(21)
 _LAYOUTS = {int(x): x for x in Layout}
-assert [n for n, _ in ffi.typeof("vgpu_region_summary_t").fields][_FILE_SIZE:_LAST_KERNEL] == \
-    ["file_size", "device_num_raw", "device_num", "proc_num_raw", "proc_num", "live_procs", "skipped_slots",
-     "sm_init_flag", "utilization_switch", "recent_kernel", "priority"]
-assert list(RegionSnapshot._fields[4:15]) == ["file_size", "device_num_raw", "device_num", "proc_num_raw", "proc_num",
-                                              "live_procs", "skipped_slots", "sm_init_flag", "utilization_switch",
-                                              "recent_kernel", "priority"]
+assert [n for n, _ in ffi.typeof("vgpu_region_summary_t").fields][_FILE_SIZE:_LAST_KERNEL] == [
+    "file_size",
+    "device_num_raw",
+    "device_num",
+    "proc_num_raw",
+    "proc_num",
+    "live_procs",
+    "skipped_slots",
+    "sm_init_flag",
+    "utilization_switch",
+    "recent_kernel",
+    "priority",
+]
+assert list(RegionSnapshot._fields[4:15]) == [
+    "file_size",
+    "device_num_raw",
+    "device_num",
+    "proc_num_raw",
+    "proc_num",
+    "live_procs",
+    "skipped_slots",
+    "sm_init_flag",
+    "utilization_switch",
+    "recent_kernel",
+    "priority",
+]
 
 SEQLOCK_RETRIES = 100  # VGPU_REGION_SEQLOCK_RETRIES
 
@@ -223,10 +268,14 @@ _ANOMALY_TEXT = (
     (lib.VGPU_REGION_A_DEVICE_NUM_CLAMPED, lambda h, bad: f"device_num {h[_DEVICE_NUM_RAW]} clamped to 16"),
     (lib.VGPU_REGION_A_PROC_NUM_CLAMPED, lambda h, bad: f"proc_num {h[_PROC_NUM_RAW]} clamped to 1024"),
     (lib.VGPU_REGION_A_PROC_NUM_NEGATIVE, lambda h, bad: f"proc_num {h[_PROC_NUM_RAW]} is negative; read as 0"),
-    (lib.VGPU_REGION_A_BAD_UUID, lambda h, bad: "uuid of device " + ", ".join(map(str, bad))
-     + " is not NUL-terminated printable ASCII; skipped"),
-    (lib.VGPU_REGION_A_SLOT_SKIPPED, lambda h, bad: f"{h[_SKIPPED]} slot(s) skipped: seqlock did not settle "
-                                                    f"in {SEQLOCK_RETRIES} tries"),
+    (
+        lib.VGPU_REGION_A_BAD_UUID,
+        lambda h, bad: "uuid of device " + ", ".join(map(str, bad)) + " is not NUL-terminated printable ASCII; skipped",
+    ),
+    (
+        lib.VGPU_REGION_A_SLOT_SKIPPED,
+        lambda h, bad: f"{h[_SKIPPED]} slot(s) skipped: seqlock did not settle in {SEQLOCK_RETRIES} tries",
+    ),
     (lib.VGPU_REGION_A_SUM_SATURATED, lambda h, bad: "a per-device sum overflowed 64 bits and was saturated"),
     (lib.VGPU_REGION_A_UNKNOWN_MINOR, lambda h, bad: f"unknown header version 1.{h[_MINOR]}; read as v1.2"),
 )
@@ -234,8 +283,9 @@ _warned_minors: set[int] = set()
 
 
 def _error(err, path: str) -> RegionError:
-    return RegionError(RegionErrorCode(err.code), path, ffi.string(err.message).decode("utf-8", "replace"),
-                       err.sys_errno)
+    return RegionError(
+        RegionErrorCode(err.code), path, ffi.string(err.message).decode("utf-8", "replace"), err.sys_errno
+    )
 
 
 _uuids: dict[bytes, str] = {}  # raw uuids[d] -> text; a handful of GPUs per node
@@ -246,7 +296,7 @@ def _uuid(raw: bytes) -> str:
     if text is None:
         if len(_uuids) > 4096:  # containers can write anything: keep the cache bounded
             _uuids.clear()
-        text = _uuids[raw] = raw[:raw.index(0)].decode("ascii")
+        text = _uuids[raw] = raw[: raw.index(0)].decode("ascii")
     return text
 
 
@@ -256,7 +306,7 @@ def _snapshot(buf, path: str) -> RegionSnapshot:
     new = tuple.__new__
     devices = []
     invalid = []
-    for d, dv in enumerate(_DEV.iter_unpack(buf[_DEV_OFF:_DEV_OFF + h[_DEVICE_NUM] * _DEV_SIZE])):
+    for d, dv in enumerate(_DEV.iter_unpack(buf[_DEV_OFF : _DEV_OFF + h[_DEVICE_NUM] * _DEV_SIZE])):
         state = dv[0]
         if state == 1:  # VGPU_REGION_UUID_VALID: NUL-terminated printable ASCII (checked in C)
             devices.append(new(DeviceUsage, (d, _uuid(dv[1])) + dv[2:]))
@@ -282,9 +332,22 @@ def snapshot_from_summary(h, devices: list[DeviceUsage], invalid: list[int], pat
         head = (path, _LAYOUTS[h[_LAYOUT]], h[_MAJOR], h[_MINOR])
     else:
         head = (path, _LAYOUTS[h[_LAYOUT]], None, None)
-    return new(RegionSnapshot, head + h[_FILE_SIZE:_LAST_KERNEL] + (
-        h[_LAST_KERNEL] if h[_HAS_LAST_KERNEL] else None, h[_SEQLOCKED] == 1, h[21:37], h[37:53],
-        tuple(devices), tuple(invalid), anomalies, h[_PREADS], h[_BYTES]))
+    return new(
+        RegionSnapshot,
+        head
+        + h[_FILE_SIZE:_LAST_KERNEL]
+        + (
+            h[_LAST_KERNEL] if h[_HAS_LAST_KERNEL] else None,
+            h[_SEQLOCKED] == 1,
+            h[21:37],
+            h[37:53],
+            tuple(devices),
+            tuple(invalid),
+            anomalies,
+            h[_PREADS],
+            h[_BYTES],
+        ),
+    )
 
 
 class Region:
@@ -359,9 +422,11 @@ class Region:
             raise _error(err, self.path)
         devices = tuple(
             SlotDevice(u.context_size, u.module_size, u.data_size, u.offset, u.total, u.monitor_used, u.sm_util)
-            for u in (out.devices[d] for d in range(max(0, min(int(device_num), 16)))))
-        return SlotInfo(index, out.pid, out.hostpid, out.status, bool(out.in_use), bool(out.consistent),
-                        out.seqlock, devices)
+            for u in (out.devices[d] for d in range(max(0, min(int(device_num), 16))))
+        )
+        return SlotInfo(
+            index, out.pid, out.hostpid, out.status, bool(out.in_use), bool(out.consistent), out.seqlock, devices
+        )
 
     def slots(self, snapshot: RegionSnapshot | None = None) -> list[SlotInfo]:
         """Every slot of the prefix ``procs[0, proc_num)``, live or not."""

@@ -14,6 +14,7 @@ Errors: :class:`KubeApiError` carries the HTTP status of a refused request; conn
 problems (server down, reset, timeout) become :class:`KubeUnavailable`.  Both subclass
 :class:`KubeError`, so callers can treat "the API did not do it" uniformly.
 """
+
 from __future__ import annotations
 
 import json
@@ -112,15 +113,17 @@ def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
     try:
         k8s_config.load_incluster_config(client_configuration=cfg)
     except ConfigException as exc:
-        raise KubeConfigError("no kubeconfig given (--kubeconfig / KUBECONFIG) and no in-cluster service "
-                              f"account: {exc}") from None
+        raise KubeConfigError(
+            f"no kubeconfig given (--kubeconfig / KUBECONFIG) and no in-cluster service account: {exc}"
+        ) from None
     return cfg
 
 
 def in_cluster_available() -> bool:
     """True when the in-cluster service-account configuration can be loaded."""
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
-        "/var/run/secrets/kubernetes.io/serviceaccount/token")
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    )
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,7 @@ class WatchStream:
             for chunk in self._resp.stream(amt=None, decode_content=False):
                 buffer += chunk
                 while (nl := buffer.find(b"\n")) != -1:
-                    line, buffer = buffer[:nl], buffer[nl + 1:]
+                    line, buffer = buffer[:nl], buffer[nl + 1 :]
                     if line.strip():
                         try:
                             yield json.loads(line)
@@ -173,8 +176,13 @@ class WatchStream:
 class KubeClient:
     """The plugin's API access; thread-safe (one urllib3 pool, no shared mutable state)."""
 
-    def __init__(self, configuration: k8s.Configuration, *, timeout: float = DEFAULT_TIMEOUT_S,
-                 user_agent: str = "vgpu-device-plugin"):
+    def __init__(
+        self,
+        configuration: k8s.Configuration,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        user_agent: str = "vgpu-device-plugin",
+    ):
         # Retries are ours (call_with_retries, the retry queue, watch re-lists): urllib3's default
         # silent read retries would turn one timed-out GET into four, past any time budget.
         configuration.retries = 0
@@ -187,7 +195,7 @@ class KubeClient:
         self._local = threading.local()  # per-thread deadline (monotonic), see deadline()
 
     @classmethod
-    def from_kubeconfig(cls, kubeconfig: str | None, **kw: Any) -> "KubeClient":
+    def from_kubeconfig(cls, kubeconfig: str | None, **kw: Any) -> KubeClient:
         return cls(load_configuration(kubeconfig), **kw)
 
     @property
@@ -247,8 +255,14 @@ class KubeClient:
 
     def _watch(self, what: str, fn: Any, **kw: Any) -> WatchStream:
         try:
-            resp = fn(watch=True, allow_watch_bookmarks=True, timeout_seconds=WATCH_SERVER_TIMEOUT_S,
-                      _preload_content=False, _request_timeout=(self.timeout, WATCH_READ_TIMEOUT_S), **kw)
+            resp = fn(
+                watch=True,
+                allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_SERVER_TIMEOUT_S,
+                _preload_content=False,
+                _request_timeout=(self.timeout, WATCH_READ_TIMEOUT_S),
+                **kw,
+            )
         except ApiException as exc:
             raise _api_error(what, exc) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -296,14 +310,18 @@ class KubeClient:
 
     def watch_pods(self, *, field_selector: str | None, resource_version: str) -> WatchStream:
         kw = {"field_selector": field_selector} if field_selector else {}
-        return self._watch("watch pods", self.core.list_pod_for_all_namespaces,
-                           resource_version=resource_version, **kw)
+        return self._watch("watch pods", self.core.list_pod_for_all_namespaces, resource_version=resource_version, **kw)
 
-    def patch_pod_annotations(self, namespace: str, name: str,
-                              annotations: Mapping[str, str | None]) -> dict[str, Any]:
+    def patch_pod_annotations(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> dict[str, Any]:
         """Strategic-merge patch of a pod's annotations; returns the patched Pod."""
-        return self._call(f"patch pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace,
-                          annotations_patch(annotations), _content_type=STRATEGIC_MERGE)
+        return self._call(
+            f"patch pod {namespace}/{name}",
+            self.core.patch_namespaced_pod,
+            name,
+            namespace,
+            annotations_patch(annotations),
+            _content_type=STRATEGIC_MERGE,
+        )
 
     # ---------------------------------------------------------------- events
 

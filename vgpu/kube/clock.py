@@ -3,11 +3,12 @@
 Production uses :class:`RealClock`.  Tests use the stand-ins' ``FakeClock`` to run minutes of
 handshake traffic in milliseconds, so nothing sleeps in real time to pass simulated time.
 """
+
 from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -27,7 +28,7 @@ class RealClock:
         return time.monotonic()
 
     def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
     def wait(self, cond: threading.Condition, timeout: float | None) -> None:
         cond.wait(timeout)

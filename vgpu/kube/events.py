@@ -5,10 +5,11 @@ Core/v1 Events, named like client-go's recorder (``<object>.<unix-nanos in hex>`
 ``kubectl describe pod`` shows them next to the kubelet's ``UnexpectedAdmissionError``.
 Node events use the kubelet's convention: namespace ``default``, ``uid`` = the node name.
 """
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from vgpu.kube.client import KubeClient
@@ -28,7 +29,7 @@ vgpu-number IDs left to admit it; the kubelet refuses it itself and never calls 
 
 
 def _now_rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _truncate(message: str) -> str:
@@ -37,29 +38,41 @@ def _truncate(message: str) -> str:
 
 def pod_reference(pod: dict[str, Any]) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
-    return {"apiVersion": "v1", "kind": "Pod", "namespace": meta.get("namespace", "default"),
-            "name": meta.get("name", ""), "uid": meta.get("uid", ""),
-            "resourceVersion": str(meta.get("resourceVersion", ""))}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": meta.get("namespace", "default"),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "resourceVersion": str(meta.get("resourceVersion", "")),
+    }
 
 
 def node_reference(node_name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_name}
 
 
-def build_event(involved: dict[str, Any], event_type: str, reason: str, message: str, host: str,
-                now: float | None = None) -> dict[str, Any]:
+def build_event(
+    involved: dict[str, Any], event_type: str, reason: str, message: str, host: str, now: float | None = None
+) -> dict[str, Any]:
     """The Event body (one place builds it; tests and the demo read the same fields)."""
     t = time.time() if now is None else now
     namespace = involved.get("namespace") or "default"
     stamp = _now_rfc3339(t)
     return {
-        "apiVersion": "v1", "kind": "Event",
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {"name": f"{involved.get('name', 'unknown')}.{time.time_ns():x}", "namespace": namespace},
         "involvedObject": involved,
-        "reason": reason, "message": _truncate(message), "type": event_type,
+        "reason": reason,
+        "message": _truncate(message),
+        "type": event_type,
         "source": {"component": COMPONENT, "host": host},
-        "reportingComponent": COMPONENT, "reportingInstance": host,
-        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        "reportingComponent": COMPONENT,
+        "reportingInstance": host,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
     }
 
 

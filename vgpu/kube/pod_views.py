@@ -6,6 +6,7 @@ call: :class:`PodViews` keys them on (UID, resourceVersion) of the objects in th
 (:func:`vgpu.kube.caches.node_pod_cache`) and drops a view when its pod version leaves the
 cache.  A change of the configured resource names rebuilds them all.
 """
+
 from __future__ import annotations
 
 from typing import Any, Protocol

@@ -25,6 +25,7 @@ Handshake modes (``--handshake``):
 * ``on`` — upstream: register + ``Reported <now>`` every 30 s; 5 s after an error.
 * ``off`` — never writes the handshake key.
 """
+
 from __future__ import annotations
 
 import enum
@@ -62,15 +63,16 @@ class HandshakeMode(str, enum.Enum):
     OFF = "off"
 
     @classmethod
-    def parse(cls, text: str) -> "HandshakeMode":
+    def parse(cls, text: str) -> HandshakeMode:
         try:
             return cls(text.strip().lower())
         except ValueError:
             raise ValueError(f"--handshake: must be one of auto, on, off (got {text!r})") from None
 
 
-def build_register_value(gpus: Sequence[GpuInfo], cfg: EffectiveConfig,
-                         health: Mapping[str, bool] | None = None) -> str | None:
+def build_register_value(
+    gpus: Sequence[GpuInfo], cfg: EffectiveConfig, health: Mapping[str, bool] | None = None
+) -> str | None:
     """The ``volcano.sh/node-vgpu-register`` value for the advertised GPUs (§2.1).
 
     ``gpus`` are the non-filtered GPUs; records are sorted by NVML minor; unhealthy GPUs are kept
@@ -80,11 +82,19 @@ def build_register_value(gpus: Sequence[GpuInfo], cfg: EffectiveConfig,
         return None
     health = health or {}
     return register_records(
-        (g.minor, RegisterRecord(
-            uuid=g.uuid, count=cfg.split_count,
-            devmem=register_devmem(g.memory_total_mib * 1048576, cfg.gpu_memory_factor),
-            type=register_type(g.name), health=bool(health.get(g.uuid, True)), mode=cfg.operating_mode))
-        for g in gpus)
+        (
+            g.minor,
+            RegisterRecord(
+                uuid=g.uuid,
+                count=cfg.split_count,
+                devmem=register_devmem(g.memory_total_mib * 1048576, cfg.gpu_memory_factor),
+                type=register_type(g.name),
+                health=bool(health.get(g.uuid, True)),
+                mode=cfg.operating_mode,
+            ),
+        )
+        for g in gpus
+    )
 
 
 _UNSET: Any = object()
@@ -123,21 +133,21 @@ class RegistrarPolicy:
     def __init__(self, mode: HandshakeMode, register: str | None):
         self.mode = mode
         self.desired_register = register
-        self.seen_node = False           # we know the Node's current annotations
+        self.seen_node = False  # we know the Node's current annotations
         self.observed_register: str | None = None
         self.observed_handshake: str | None = None
-        self.started = False             # the startup write is done
+        self.started = False  # the startup write is done
         self.last_register_write = -math.inf
         self.last_handshake_write = -math.inf
         self.t_obs: float | None = None  # when the stamp we must answer was observed
         self.reply_at: float | None = None
         self.key_missing = False
-        self.retry_at = -math.inf        # after a failed write, nothing before this
+        self.retry_at = -math.inf  # after a failed write, nothing before this
         self.failures = 0
-        self.seq = 0                     # observations so far
-        self.stamp_seq = 0               # the latest observation of a new stamp …
-        self.stamp_t = 0.0               # … and when it was made
-        self.missing_seq = 0             # the observation that found the key missing
+        self.seq = 0  # observations so far
+        self.stamp_seq = 0  # the latest observation of a new stamp …
+        self.stamp_t = 0.0  # … and when it was made
+        self.missing_seq = 0  # the observation that found the key missing
 
     # ---------------------------------------------------------------- inputs
 
@@ -219,8 +229,7 @@ class RegistrarPolicy:
             reason = "answer scheduler stamp" if self.reply_at is not None else "handshake key missing"
             # Combine with the register when it differs, even if its 5-s spacing is not over yet.
             if reg_at is not None:
-                return WritePlan(register=self.desired_register, handshake=True, reason=reason + " + register",
-                                 seq=s)
+                return WritePlan(register=self.desired_register, handshake=True, reason=reason + " + register", seq=s)
             return WritePlan(handshake=True, reason=reason, seq=s)
         if reg:
             return WritePlan(register=self.desired_register, reason="register differs", seq=s)
@@ -279,8 +288,15 @@ class NodeRegistrar:
     fake clock); the node watch runs either way.
     """
 
-    def __init__(self, client: KubeClient, node_name: str, register: str | None,
-                 mode: HandshakeMode = HandshakeMode.AUTO, *, clock: Clock | None = None):
+    def __init__(
+        self,
+        client: KubeClient,
+        node_name: str,
+        register: str | None,
+        mode: HandshakeMode = HandshakeMode.AUTO,
+        *,
+        clock: Clock | None = None,
+    ):
         self.client = client
         self.node_name = node_name
         self.clock = clock or RealClock()
@@ -290,9 +306,9 @@ class NodeRegistrar:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._write_lock = threading.Lock()
-        self._changes = 0                # bumped by every input, so the loop never misses a wake-up
-        self.evaluated_at = -math.inf    # clock time of the loop's last decision …
-        self._evaluated_changes = -1     # … and the inputs it had seen
+        self._changes = 0  # bumped by every input, so the loop never misses a wake-up
+        self.evaluated_at = -math.inf  # clock time of the loop's last decision …
+        self._evaluated_changes = -1  # … and the inputs it had seen
         self.cache: WatchCache = node_cache(client, node_name, listener=self._on_node)
 
     @property
@@ -328,7 +344,7 @@ class NodeRegistrar:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start(self, loop: bool = True) -> "NodeRegistrar":
+    def start(self, loop: bool = True) -> NodeRegistrar:
         self._stop.clear()
         self.cache.start()
         if loop and self._thread is None:
@@ -416,6 +432,8 @@ def warn_renamed_resources(names: Iterable[tuple[str, str]]) -> list[str]:
     out = []
     for configured, default in names:
         if configured != default:
-            out.append(f"resource {configured!r} is not the default {default!r}: Volcano master (v1.16+) only "
-                       f"schedules onto nodes whose allocatable has {default} > 0, so it will ignore this node")
+            out.append(
+                f"resource {configured!r} is not the default {default!r}: Volcano master (v1.16+) only "
+                f"schedules onto nodes whose allocatable has {default} > 0, so it will ignore this node"
+            )
     return out

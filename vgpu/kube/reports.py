@@ -15,15 +15,15 @@ Builds, from objects already read, what ``vgpu inspect`` shows (the command line
 
 Pure: no API access, no files, no printing.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from vgpu.config.model import DEFAULT_CORES_NAME, DEFAULT_COUNT_NAME, DEFAULT_MEMORY_NAME
-from vgpu.protocol.pod_model import ResourceNames, pod_view
 from vgpu.protocol import (
     ProtocolError,
     decode_handshake,
@@ -33,12 +33,14 @@ from vgpu.protocol import (
     decode_vgpu_time,
     keys,
 )
+from vgpu.protocol.pod_model import ResourceNames, pod_view
 
 NAMES = ResourceNames(DEFAULT_COUNT_NAME, DEFAULT_MEMORY_NAME, DEFAULT_CORES_NAME)
 HAMI_WARNING = "HAMi plugin detected; Volcano ignores these"
 
 
 # ---------------------------------------------------------------------------- model
+
 
 @dataclass
 class GpuRow:
@@ -93,6 +95,7 @@ class PodReport:
 
 # ---------------------------------------------------------------------------- decoding
 
+
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
@@ -116,8 +119,9 @@ def describe_handshake(value: str) -> str:
     return f"{hs.kind} by the scheduler at {hs.time:%Y-%m-%d %H:%M:%S} (scheduler-local, no zone): {state}"
 
 
-def node_report(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]] | None,
-                now: datetime | None = None) -> NodeReport:
+def node_report(
+    node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]] | None, now: datetime | None = None
+) -> NodeReport:
     name = str(_meta(node).get("name", ""))
     ann = _annotations(node)
     rep = NodeReport(name)
@@ -166,7 +170,7 @@ def node_report(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]] | Non
     if lock is not None:
         rep.node_lock = lock
         try:
-            rep.node_lock_age_s = ((now or datetime.now(timezone.utc)) - decode_node_lock(lock)).total_seconds()
+            rep.node_lock_age_s = ((now or datetime.now(UTC)) - decode_node_lock(lock)).total_seconds()
         except ProtocolError as exc:
             rep.errors.append(str(exc))
     return rep
@@ -175,8 +179,14 @@ def node_report(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]] | Non
 def pod_report(pod: Mapping[str, Any], names: ResourceNames = NAMES) -> PodReport:
     meta = _meta(pod)
     ann = _annotations(pod)
-    rep = PodReport(str(meta.get("namespace", "")), str(meta.get("name", "")), ann.get(keys.VGPU_NODE),
-                    ann.get(keys.BIND_PHASE), ann.get(keys.VGPU_TIME), ann.get(keys.BIND_TIME))
+    rep = PodReport(
+        str(meta.get("namespace", "")),
+        str(meta.get("name", "")),
+        ann.get(keys.VGPU_NODE),
+        ann.get(keys.BIND_PHASE),
+        ann.get(keys.VGPU_TIME),
+        ann.get(keys.BIND_TIME),
+    )
     if rep.vgpu_time is not None and rep.vgpu_time != keys.VGPU_TIME_DONE:
         try:
             decode_vgpu_time(rep.vgpu_time)
@@ -207,8 +217,11 @@ def pod_report(pod: Mapping[str, Any], names: ResourceNames = NAMES) -> PodRepor
     for k, seg in enumerate(assigned):
         ctr = view.containers[k].name if k < len(view.containers) else None
         served = None if remaining is None or k >= len(remaining) else not remaining[k]
-        rep.containers.append(ContainerRow(k, ctr, [d.device_id for d in seg], [d.usedmem for d in seg],
-                                           [d.usedcores for d in seg], served))
+        rep.containers.append(
+            ContainerRow(
+                k, ctr, [d.device_id for d in seg], [d.usedmem for d in seg], [d.usedcores for d in seg], served
+            )
+        )
     return rep
 
 
@@ -220,17 +233,25 @@ def value_report(value: str) -> dict[str, Any]:
     if len(v) >= 20 and v[4:5] == "-" and v[10:11] == "T":
         return {"kind": keys.NODE_LOCK, "value": v, "decoded": decode_node_lock(v).isoformat()}
     if v.isdigit():
-        return {"kind": keys.VGPU_TIME, "value": v,
-                "decoded": "done" if v == keys.VGPU_TIME_DONE else
-                datetime.fromtimestamp(decode_vgpu_time(v), timezone.utc).isoformat()}
+        return {
+            "kind": keys.VGPU_TIME,
+            "value": v,
+            "decoded": "done"
+            if v == keys.VGPU_TIME_DONE
+            else datetime.fromtimestamp(decode_vgpu_time(v), UTC).isoformat(),
+        }
     if ",NVIDIA-" in v or v.count(",") >= 5 and ",NVIDIA," not in v:
         return {"kind": keys.REGISTER, "value": v, "decoded": [asdict(r) for r in decode_register(v)]}
     segs = decode_pod_devices(v)
-    return {"kind": f"{keys.VGPU_IDS_NEW} / {keys.DEVICES_TO_ALLOCATE}", "value": v,
-            "decoded": [[asdict(d) | {"device_id": d.device_id} for d in seg] for seg in segs]}
+    return {
+        "kind": f"{keys.VGPU_IDS_NEW} / {keys.DEVICES_TO_ALLOCATE}",
+        "value": v,
+        "decoded": [[asdict(d) | {"device_id": d.device_id} for d in seg] for seg in segs],
+    }
 
 
 # ---------------------------------------------------------------------------- manifests
+
 
 def manifest_objects(docs: Iterable[Any]) -> list[Mapping[str, Any]]:
     """The objects of parsed YAML/JSON documents, with ``*List`` kinds flattened; non-mappings skipped."""

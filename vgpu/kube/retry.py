@@ -5,6 +5,7 @@ patch and the node-lock release are queued here and retried with a backoff that 
 0.1 s and doubles up to 10 s, until they succeed or are no longer needed (the pod is gone), so
 that no pod stays ``allocating`` without an explanation once the API server is back.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -45,10 +46,10 @@ class RetryQueue:
         self._cond = threading.Condition()
         self._stop = False
         self._thread: threading.Thread | None = None
-        self.done: list[str] = []        # what succeeded (for logs and tests)
-        self.dropped: list[str] = []     # what was no longer needed
+        self.done: list[str] = []  # what succeeded (for logs and tests)
+        self.dropped: list[str] = []  # what was no longer needed
 
-    def start(self) -> "RetryQueue":
+    def start(self) -> RetryQueue:
         if self._thread is None:
             self._stop = False
             self._thread = threading.Thread(target=self._run, name="vgpu-retry", daemon=True)
@@ -67,8 +68,14 @@ class RetryQueue:
         with self._cond:
             return [t.what for t in self._heap]
 
-    def submit(self, what: str, fn: Callable[[], object], still_needed: Callable[[], bool] = lambda: True,
-               *, delay: float | None = None) -> None:
+    def submit(
+        self,
+        what: str,
+        fn: Callable[[], object],
+        still_needed: Callable[[], bool] = lambda: True,
+        *,
+        delay: float | None = None,
+    ) -> None:
         d = self.first_delay if delay is None else delay
         task = _Task(time.monotonic() + d, next(self._seq), what, fn, still_needed, d)
         with self._cond:
@@ -135,8 +142,14 @@ def retryable(exc: KubeError) -> bool:
     return True
 
 
-def call_with_retries(fn: Callable[[], object], *, tries: int = 5, first_delay: float = 0.1,
-                      factor: float = 2.0, sleep: Callable[[float], None] = time.sleep) -> object:
+def call_with_retries(
+    fn: Callable[[], object],
+    *,
+    tries: int = 5,
+    first_delay: float = 0.1,
+    factor: float = 2.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> object:
     """Call ``fn`` up to ``tries`` times, sleeping ``first_delay × factor^k`` between tries.
 
     Re-raises the last :class:`KubeError` (at once when it is not :func:`retryable`).

@@ -16,6 +16,7 @@ Behaviour:
 - ``resync()`` does one synchronous LIST in the caller's thread (Allocate's "no candidate →
   resync once", §5.2 step 2).
 """
+
 from __future__ import annotations
 
 import logging
@@ -62,9 +63,15 @@ def name_key(obj: Obj) -> str:
 class WatchCache:
     """Objects by key, kept current by a LIST+WATCH loop in a background thread."""
 
-    def __init__(self, what: str, list_fn: Callable[[], ListResult],
-                 watch_fn: Callable[[str], WatchStream], *, key: Callable[[Obj], str] = uid_key,
-                 listener: Listener | None = None):
+    def __init__(
+        self,
+        what: str,
+        list_fn: Callable[[], ListResult],
+        watch_fn: Callable[[str], WatchStream],
+        *,
+        key: Callable[[Obj], str] = uid_key,
+        listener: Listener | None = None,
+    ):
         self.what = what
         self._list_fn = list_fn
         self._watch_fn = watch_fn
@@ -78,9 +85,9 @@ class WatchCache:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stream: WatchStream | None = None
-        self.lists = 0          # LISTs done (initial + resyncs), for logs and tests
+        self.lists = 0  # LISTs done (initial + resyncs), for logs and tests
         self.watch_errors = 0
-        self.version = 0        # bumps on every change; tests wait on it
+        self.version = 0  # bumps on every change; tests wait on it
 
     # ---------------------------------------------------------------- reading
 
@@ -115,7 +122,7 @@ class WatchCache:
                 self.changed.wait(left)
             return True
 
-    def wait_for(self, predicate: Callable[["WatchCache"], bool], timeout: float) -> bool:
+    def wait_for(self, predicate: Callable[[WatchCache], bool], timeout: float) -> bool:
         """Wait (woken by every change, no polling) until ``predicate(self)`` holds; False on timeout."""
         deadline = time.monotonic() + timeout
         while True:
@@ -200,7 +207,7 @@ class WatchCache:
 
     # ---------------------------------------------------------------- the loop
 
-    def start(self) -> "WatchCache":
+    def start(self) -> WatchCache:
         if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name=f"watch-{self.what}", daemon=True)

@@ -9,6 +9,7 @@ after an error :func:`vgpu.kube.retry.retryable` allows), all inside the caller'
 :class:`vgpu.kube.retry.RetryQueue` (volcano-protocol.md §5.2: 0.1 s doubling to 10 s, until it
 lands or is no longer needed).  The caller reads the :class:`Outcome`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -53,10 +54,17 @@ def gone(exc: KubeError) -> bool:
     return isinstance(exc, KubeApiError) and exc.not_found
 
 
-def write(what: str, fn: Callable[[], object], *, queue: RetryQueue | None, tries: Tries = ONCE,
-          now: bool = True, hand_off: Callable[[KubeError], bool] = lambda _exc: True,
-          still_needed: Callable[[], bool] | None = None,
-          sleep: Callable[[float], None] = time.sleep) -> Outcome:
+def write(
+    what: str,
+    fn: Callable[[], object],
+    *,
+    queue: RetryQueue | None,
+    tries: Tries = ONCE,
+    now: bool = True,
+    hand_off: Callable[[KubeError], bool] = lambda _exc: True,
+    still_needed: Callable[[], bool] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Outcome:
     """Call ``fn`` now (unless ``now`` is False); if it fails and ``hand_off(error)``, queue it.
 
     ``what`` names the write in logs and in the queue; ``still_needed`` lets the queue drop it
@@ -65,8 +73,11 @@ def write(what: str, fn: Callable[[], object], *, queue: RetryQueue | None, trie
     error: KubeError | None = None
     if now:
         try:
-            return Outcome(value=call_with_retries(fn, tries=tries.count, first_delay=tries.first_delay,
-                                                   factor=tries.factor, sleep=sleep))
+            return Outcome(
+                value=call_with_retries(
+                    fn, tries=tries.count, first_delay=tries.first_delay, factor=tries.factor, sleep=sleep
+                )
+            )
         except KubeError as exc:
             log.warning("%s: %s", what, exc)
             error = exc

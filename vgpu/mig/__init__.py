@@ -15,6 +15,7 @@ device of that position.  Modules:
 - ``node``      what the plugin holds in mode ``mig``; its applier (guards + apply → MIG UUIDs)
 - ``inventory`` MIG identity for the monitor's ``hami_mig_device_info``
 """
+
 from vgpu.mig.errors import (
     MigApplyError,
     MigConfigError,
@@ -33,8 +34,32 @@ from vgpu.mig.reconcile import ApplyResult, Busy, MigInstanceInfo, MigStep
 from vgpu.mig.startup import GpuExclusion, MigStartupReport, prepare_mig_gpus
 
 __all__ = [
-    "ApplyResult", "Busy", "GpuExclusion", "GroupPlan", "MigApplyError", "MigConfigError", "MigError", "MigGpu",
-    "MigGpuUnavailable", "MigGuardError", "MigInUseError", "MigInstanceInfo", "MigManager", "MigPositionError",
-    "MigResolveError", "MigSlotRef", "MigStartupReport", "MigStep", "PlannedInstance", "ProfileCatalog",
-    "ProfileInfo", "describe", "inventory", "place", "plan_group", "prepare_mig_gpus", "resolve_catalog", "slots_of",
+    "ApplyResult",
+    "Busy",
+    "GpuExclusion",
+    "GroupPlan",
+    "MigApplyError",
+    "MigConfigError",
+    "MigError",
+    "MigGpu",
+    "MigGpuUnavailable",
+    "MigGuardError",
+    "MigInUseError",
+    "MigInstanceInfo",
+    "MigManager",
+    "MigPositionError",
+    "MigResolveError",
+    "MigSlotRef",
+    "MigStartupReport",
+    "MigStep",
+    "PlannedInstance",
+    "ProfileCatalog",
+    "ProfileInfo",
+    "describe",
+    "inventory",
+    "place",
+    "plan_group",
+    "prepare_mig_gpus",
+    "resolve_catalog",
+    "slots_of",
 ]

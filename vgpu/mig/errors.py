@@ -4,6 +4,7 @@ Every message names the GPU (UUID) and what blocked the operation, because it en
 pod's ``VGPUAllocationFailed`` Event and the kubelet's ``UnexpectedAdmissionError``.  No MIG
 failure ever ends the plugin process (known-failures G-2: upstream exits).
 """
+
 from __future__ import annotations
 
 

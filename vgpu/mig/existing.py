@@ -10,6 +10,7 @@ profile, its CI profile ids from :class:`CiProfileCache`; a GI profile whose CI 
 not known yet (no GI of it was seen) has its GIs' CIs read call by call, which also fills the
 cache, after which the next read is a single bulk call.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ class CiProfile:
 
     constant: int
     profile_id: int
-    full: bool              # spans the whole GI (the only kind we create)
+    full: bool  # spans the whole GI (the only kind we create)
 
 
 @dataclass(slots=True)
@@ -77,7 +78,7 @@ class CiProfileCache:
 
     def __init__(self) -> None:
         self._by_gi_profile: dict[int, tuple[CiProfile, ...]] = {}
-        self._query: tuple[Any, int, InstanceQuery] | None = None   # (catalog, profiles known, query)
+        self._query: tuple[Any, int, InstanceQuery] | None = None  # (catalog, profiles known, query)
 
     def known(self, profile: ProfileInfo) -> tuple[CiProfile, ...] | None:
         """The cached CI profiles of a GI profile, or None when none of its GIs was seen yet."""
@@ -137,8 +138,9 @@ def read_gpu_instance(nvml: MigNvml, gi: GpuInstance, profile: ProfileInfo, ci_p
     return out
 
 
-def read_existing(nvml: MigNvml, handle: DeviceHandle, catalog: ProfileCatalog,
-                  ci_profiles: CiProfileCache) -> list[ExistingGi]:
+def read_existing(
+    nvml: MigNvml, handle: DeviceHandle, catalog: ProfileCatalog, ci_profiles: CiProfileCache
+) -> list[ExistingGi]:
     """Every GPU instance of every supported profile with its compute instances, by GI id."""
     out = []
     profiles = catalog.profiles
@@ -146,7 +148,7 @@ def read_existing(nvml: MigNvml, handle: DeviceHandle, catalog: ProfileCatalog,
         profile = profiles[row.query]
         gi = ExistingGi(row.handle, row.id, row.profile_id, row.placement, profile)
         cps = ci_profiles.known(profile) if row.cis is not None else None
-        if cps is None:   # CI profiles learnt from this GI; its CIs read call by call
+        if cps is None:  # CI profiles learnt from this GI; its CIs read call by call
             _read_cis(nvml, gi, ci_profiles)
         else:
             for ci_handle, ci_id, k in row.cis:

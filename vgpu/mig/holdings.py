@@ -13,6 +13,7 @@ segment is empty).  Then
 Both raise :class:`vgpu.mig.errors.MigGuardError`; the applier (:class:`vgpu.mig.node.MigAllocation`)
 checks them before it reshapes anything.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,8 @@ class Holding:
     uuid: str
     group: str
     position: int
-    pod: str                  # namespace/name
-    container: int            # vGPU container index
+    pod: str  # namespace/name
+    container: int  # vGPU container index
 
 
 def _segments(value: str | None, pod: PodView, annotation: str) -> tuple[tuple[ContainerDevice, ...], ...]:
@@ -78,6 +79,5 @@ def check_guards(devices: Sequence[ContainerDevice], held: Sequence[Holding]) ->
             raise MigGuardError(f"GPU {d.uuid} is in use by MIG group {other}")
         key = (d.uuid, d.mig.group, d.mig.position)
         if key in taken:
-            raise MigGuardError(f"MIG position {d.mig.position} of group {d.mig.group} on {d.uuid} "
-                                "is already assigned")
+            raise MigGuardError(f"MIG position {d.mig.position} of group {d.mig.group} on {d.uuid} is already assigned")
         taken.add(key)

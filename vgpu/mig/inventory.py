@@ -11,6 +11,7 @@ them now, using the same plan as the plugin (mig.md §6), so both agree without 
 Slots that cannot be resolved (GPU gone, instance missing, unknown group) are skipped.
 Each (GPU, group) is read from NVML once per call.  Read-only: nothing is created or destroyed.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -42,8 +43,12 @@ def slots_of(vgpu_ids_new: str | None) -> list[MigSlotRef]:
         segments = decode_pod_devices(vgpu_ids_new, annotation=keys.VGPU_IDS_NEW)
     except ProtocolError:
         return []
-    return [MigSlotRef(k, i, d.uuid, d.mig.group, d.mig.position)
-            for k, segment in enumerate(segments) for i, d in enumerate(segment) if d.mig is not None]
+    return [
+        MigSlotRef(k, i, d.uuid, d.mig.group, d.mig.position)
+        for k, segment in enumerate(segments)
+        for i, d in enumerate(segment)
+        if d.mig is not None
+    ]
 
 
 def inventory(manager: MigManager, slots: Iterable[tuple[str, str, int]]) -> list[MigInstanceInfo]:

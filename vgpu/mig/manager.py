@@ -7,6 +7,7 @@ GPU's ``knownMigGeometries`` entry (recomputed when a reload changes the entry).
 destroy and resolve on a GPU holds that GPU's lock (mig.md §5); different GPUs proceed in
 parallel.  All NVML calls go through the cffi layer (:class:`vgpu.nvml.mig_calls.MigNvml`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,7 +28,7 @@ from vgpu.nvml.sampler import Sampler
 
 log = logging.getLogger(__name__)
 
-PROCESS_ROWS = 1024   # processes read per GPU for the idle check (NVML's full count is still known)
+PROCESS_ROWS = 1024  # processes read per GPU for the idle check (NVML's full count is still known)
 
 
 @dataclass
@@ -41,7 +42,7 @@ class MigGpu:
     plans: dict[str, GroupPlan]
     plan_errors: dict[str, str]
     ci_profiles: CiProfileCache = field(default_factory=CiProfileCache)
-    memo: ResultMemo = field(default_factory=dict)   # reused result objects (reconcile.ResultMemo)
+    memo: ResultMemo = field(default_factory=dict)  # reused result objects (reconcile.ResultMemo)
 
     @property
     def model(self) -> str:
@@ -69,8 +70,9 @@ class MigManager:
     matched against the NVML name).
     """
 
-    def __init__(self, nvml: MigNvml, config: EffectiveConfig | Callable[[], EffectiveConfig],
-                 gpus: Sequence[GpuInfo]) -> None:
+    def __init__(
+        self, nvml: MigNvml, config: EffectiveConfig | Callable[[], EffectiveConfig], gpus: Sequence[GpuInfo]
+    ) -> None:
         self.nvml = nvml
         self._config = config if callable(config) else (lambda: config)
         self._names: dict[str, str] = {}
@@ -83,15 +85,16 @@ class MigManager:
         self.set_gpus(gpus)
 
     @classmethod
-    def open(cls, library: str | None, config: EffectiveConfig | Callable[[], EffectiveConfig],
-             gpus: Sequence[GpuInfo]) -> "MigManager":
+    def open(
+        cls, library: str | None, config: EffectiveConfig | Callable[[], EffectiveConfig], gpus: Sequence[GpuInfo]
+    ) -> MigManager:
         """A manager with its own native NVML context on ``library`` (``--nvml-library``)."""
         return cls(MigNvml(library), config, gpus)
 
     def close(self) -> None:
         self.nvml.close()
 
-    def __enter__(self) -> "MigManager":
+    def __enter__(self) -> MigManager:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -166,8 +169,9 @@ class MigManager:
                 plans[group.group] = plan_group(group, catalog)
             except MigConfigError as exc:
                 errors[group.group] = str(exc)
-        gpu = MigGpu(uuid, name, entry, catalog, plans, errors,
-                     cached.ci_profiles if cached is not None else CiProfileCache())
+        gpu = MigGpu(
+            uuid, name, entry, catalog, plans, errors, cached.ci_profiles if cached is not None else CiProfileCache()
+        )
         self._gpus[uuid] = gpu
         return gpu
 
@@ -191,11 +195,25 @@ class MigManager:
                 handle = self.handle(uuid)
             except NvmlError as exc:
                 raise MigGpuUnavailable(f"GPU {uuid}: {exc}") from None
-            result = reconcile(self.nvml, handle, uuid, plan, gpu.catalog, gpu.ci_profiles,
-                               busy=lambda: self.busy(uuid), observer=observer, memo=gpu.memo)
+            result = reconcile(
+                self.nvml,
+                handle,
+                uuid,
+                plan,
+                gpu.catalog,
+                gpu.ci_profiles,
+                busy=lambda: self.busy(uuid),
+                observer=observer,
+                memo=gpu.memo,
+            )
         if result.destroyed or result.created:
-            log.info("MIG %s on %s: destroyed GI %s, created positions %s", group, uuid,
-                     list(result.destroyed), list(result.created))
+            log.info(
+                "MIG %s on %s: destroyed GI %s, created positions %s",
+                group,
+                uuid,
+                list(result.destroyed),
+                list(result.created),
+            )
         return result
 
     def resolve(self, uuid: str, group: str) -> dict[int, MigInstanceInfo]:
@@ -204,8 +222,7 @@ class MigManager:
             gpu = self._gpu_locked(uuid)
             plan = gpu.plan(group)
             try:
-                return resolve(self.nvml, self.handle(uuid), uuid, plan, gpu.catalog, gpu.ci_profiles,
-                               memo=gpu.memo)
+                return resolve(self.nvml, self.handle(uuid), uuid, plan, gpu.catalog, gpu.ci_profiles, memo=gpu.memo)
             except NvmlError as exc:
                 raise MigResolveError(f"GPU {uuid}: cannot read its MIG layout: {exc}") from None
 

@@ -14,6 +14,7 @@ the guard's or the apply's (``MIG instance GI … is in use; not reshaping``, ``
 on …``); the plugin turns it into the pod Event and ``bind-phase=failed``.  Nothing here can
 end the process.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,13 +44,16 @@ class MigAllocation:
     def apply(self, devices: Sequence[ContainerDevice], pod: PodView, node_pods: Sequence[PodView]) -> list[str]:
         """The MIG UUIDs of ``devices``, in order; raises :class:`MigError` (NVML errors included)."""
         try:
-            return [r.device(d.mig.position).mig_uuid  # type: ignore[union-attr]
-                    for d, r in zip(devices, self.apply_devices(devices, pod, node_pods))]
+            return [
+                r.device(d.mig.position).mig_uuid  # type: ignore[union-attr]
+                for d, r in zip(devices, self.apply_devices(devices, pod, node_pods))
+            ]
         except NvmlError as exc:
             raise MigError(f"MIG apply failed: {exc}") from None
 
-    def apply_devices(self, devices: Sequence[ContainerDevice], pod: PodView,
-                      node_pods: Sequence[PodView]) -> list[ApplyResult]:
+    def apply_devices(
+        self, devices: Sequence[ContainerDevice], pod: PodView, node_pods: Sequence[PodView]
+    ) -> list[ApplyResult]:
         """Validate every slot, check the guards, then apply per device (raises ``MigError``)."""
         for d in devices:
             if d.mig is None:
@@ -60,8 +64,12 @@ class MigAllocation:
         for d in devices:
             assert d.mig is not None
             result = self.manager.apply(d.uuid, d.mig.group)
-            log.info("pod %s: %s -> %s", pod.key, slot_id(d.uuid, d.mig.group, d.mig.position),
-                     result.device(d.mig.position).mig_uuid)
+            log.info(
+                "pod %s: %s -> %s",
+                pod.key,
+                slot_id(d.uuid, d.mig.group, d.mig.position),
+                result.device(d.mig.position).mig_uuid,
+            )
             results.append(result)
         return results
 
@@ -90,8 +98,13 @@ class MigNode:
         self.manager.close()
 
 
-def start_mig_node(library: str | None, config: Callable[[], EffectiveConfig], gpus: Sequence[GpuInfo],
-                   node_name: str, rediscover: Callable[[], list[GpuInfo]]) -> tuple[MigNode, list[GpuInfo]]:
+def start_mig_node(
+    library: str | None,
+    config: Callable[[], EffectiveConfig],
+    gpus: Sequence[GpuInfo],
+    node_name: str,
+    rediscover: Callable[[], list[GpuInfo]],
+) -> tuple[MigNode, list[GpuInfo]]:
     """mig.md §5.1 for the selected ``gpus``; returns the node state and the GPUs to advertise.
 
     ``rediscover`` re-runs discovery and selection; it is called when MIG mode was switched on
@@ -105,6 +118,10 @@ def start_mig_node(library: str | None, config: Callable[[], EffectiveConfig], g
         manager.set_gpus(gpus)
     node = MigNode(manager, report, node_name)
     kept = node.advertised(gpus)
-    log.info("mig mode: %d of %d GPU(s) serve MIG%s", len(kept), len(gpus),
-             f"; excluded: {', '.join(sorted(node.excluded))}" if node.excluded else "")
+    log.info(
+        "mig mode: %d of %d GPU(s) serve MIG%s",
+        len(kept),
+        len(gpus),
+        f"; excluded: {', '.join(sorted(node.excluded))}" if node.excluded else "",
+    )
     return node, kept

@@ -10,6 +10,7 @@ The plan depends only on the geometry and NVML's placement lists, so the plugin 
 the monitor (identity metrics) compute the same one, and it survives restarts: position k is
 always the instance with ``profileId == t(k).profile_id`` at ``placement.start == plan[k].start``.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -27,12 +28,12 @@ class PlannedInstance:
     """Position k of a group: its instance type and where its GPU instance lives."""
 
     position: int
-    name: str                 # the geometry's instance name, as configured ("2g.20gb")
-    memory_mib: int           # the geometry's memory value (what the scheduler fits against)
+    name: str  # the geometry's instance name, as configured ("2g.20gb")
+    memory_mib: int  # the geometry's memory value (what the scheduler fits against)
     profile: ProfileInfo
     placement: Placement
 
-    @cached_property   # immutable: computed once (apply/resolve ask for it on every call)
+    @cached_property  # immutable: computed once (apply/resolve ask for it on every call)
     def key(self) -> tuple[int, int]:
         """(profileId, start): how an existing GPU instance is recognised as this position's."""
         return (self.profile.profile_id, self.placement.start)
@@ -103,8 +104,9 @@ def plan_group(group: MigGroup, catalog: ProfileCatalog) -> GroupPlan:
         profile = catalog.by_name(template.name)
         if profile is None:
             known = ", ".join(p.name for p in catalog.profiles) or "none"
-            raise MigConfigError(f"MIG group {group.group}: unknown MIG profile {template.name} on this GPU "
-                                 f"(NVML offers {known})")
+            raise MigConfigError(
+                f"MIG group {group.group}: unknown MIG profile {template.name} on this GPU (NVML offers {known})"
+            )
         positions.extend((template.name, template.memory_mib, profile) for _ in range(template.count))
     if not positions:
         raise MigConfigError(f"MIG group {group.group}: no instances")
@@ -112,19 +114,27 @@ def plan_group(group: MigGroup, catalog: ProfileCatalog) -> GroupPlan:
         profile = catalog.by_id(profile_id)
         assert profile is not None
         if n > profile.instance_count:
-            raise MigConfigError(f"MIG group {group.group} is infeasible: {n} × {profile.name}, but the GPU "
-                                 f"allows at most {profile.instance_count}")
+            raise MigConfigError(
+                f"MIG group {group.group} is infeasible: {n} × {profile.name}, but the GPU "
+                f"allows at most {profile.instance_count}"
+            )
     slices = sum(p.slice_count for _, _, p in positions)
     if catalog.full_slices and slices > catalog.full_slices:
-        raise MigConfigError(f"MIG group {group.group} is infeasible: {slices} compute slices, but the GPU "
-                             f"has {catalog.full_slices}")
+        raise MigConfigError(
+            f"MIG group {group.group} is infeasible: {slices} compute slices, but the GPU has {catalog.full_slices}"
+        )
     placements = place([p for _, _, p in positions])
     if placements is None:
-        raise MigConfigError(f"MIG group {group.group} is infeasible: its instances cannot be placed "
-                             "without overlapping memory slices")
-    return GroupPlan(group.group, tuple(
-        PlannedInstance(k, name, memory, profile, placements[k])
-        for k, ((name, memory, profile)) in enumerate(positions)))
+        raise MigConfigError(
+            f"MIG group {group.group} is infeasible: its instances cannot be placed without overlapping memory slices"
+        )
+    return GroupPlan(
+        group.group,
+        tuple(
+            PlannedInstance(k, name, memory, profile, placements[k])
+            for k, ((name, memory, profile)) in enumerate(positions)
+        ),
+    )
 
 
 def describe(plan: GroupPlan) -> str:

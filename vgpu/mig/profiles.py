@@ -10,6 +10,7 @@ name is, and the v1 call still supplies the ``profileId`` and sizes.
 Profile info is immutable while MIG mode is enabled (mig.md §7), so a catalog is resolved
 once per GPU and cached by the caller.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,14 +39,14 @@ GI_1_SLICE_REV1, GI_2_SLICE_REV1, GI_1_SLICE_REV2 = 0x7, 0x8, 0x9
 class ProfileInfo:
     """One GPU-instance profile of one GPU, as the apply and the plan need it."""
 
-    name: str                       # "2g.20gb" (NVML's name without "MIG ")
-    constant: int                   # NVML_GPU_INSTANCE_PROFILE_* passed to the profile-info call
-    profile_id: int                 # info.id: what every other GI call takes
-    slice_count: int                # compute slices
-    instance_count: int             # max instances of this profile on the GPU
+    name: str  # "2g.20gb" (NVML's name without "MIG ")
+    constant: int  # NVML_GPU_INSTANCE_PROFILE_* passed to the profile-info call
+    profile_id: int  # info.id: what every other GI call takes
+    slice_count: int  # compute slices
+    instance_count: int  # max instances of this profile on the GPU
     memory_size_mb: int
     placements: tuple[Placement, ...]
-    source: str = "nvml"            # "nvml" (V call) or "static" (fallback table + v1 call)
+    source: str = "nvml"  # "nvml" (V call) or "static" (fallback table + v1 call)
 
     @property
     def ci_constant(self) -> int:
@@ -53,8 +54,9 @@ class ProfileInfo:
         try:
             return CI_PROFILE_FOR_SLICES[self.slice_count]
         except KeyError:
-            raise MigConfigError(f"MIG profile {self.name}: no compute-instance profile for "
-                                 f"{self.slice_count} slices") from None
+            raise MigConfigError(
+                f"MIG profile {self.name}: no compute-instance profile for {self.slice_count} slices"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ def normalize_name(name: str) -> str:
 
 # --------------------------------------------------------------------------- static tables
 
+
 @dataclass(frozen=True)
 class StaticProfile:
     name: str
@@ -105,8 +108,9 @@ def _p(starts: tuple[int, ...], size: int) -> tuple[Placement, ...]:
 _P7 = (0, 1, 2, 3, 4, 5, 6)
 
 
-def _a100_class(n1: str, m1: int, n1r2: str, m1r2: int, n2: str, m2: int, n3: str, m3: int,
-                n4: str, m4: int, n7: str, m7: int) -> tuple[StaticProfile, ...]:
+def _a100_class(
+    n1: str, m1: int, n1r2: str, m1r2: int, n2: str, m2: int, n3: str, m3: int, n4: str, m4: int, n7: str, m7: int
+) -> tuple[StaticProfile, ...]:
     """A100-40GB, A100-80GB, H100-80GB and H200: same constants, counts and placements."""
     return (
         StaticProfile(n1, GI_1_SLICE, 7, _p(_P7, 1), m1),
@@ -120,14 +124,18 @@ def _a100_class(n1: str, m1: int, n1r2: str, m1r2: int, n2: str, m2: int, n3: st
 
 
 STATIC_TABLES: dict[str, tuple[StaticProfile, ...]] = {
-    "A100-40GB": _a100_class("1g.5gb", 4864, "1g.10gb", 9856, "2g.10gb", 9856, "3g.20gb", 19968,
-                             "4g.20gb", 19968, "7g.40gb", 40192),
-    "A100-80GB": _a100_class("1g.10gb", 9728, "1g.20gb", 19968, "2g.20gb", 19968, "3g.40gb", 40192,
-                             "4g.40gb", 40192, "7g.80gb", 80896),
-    "H100-80GB": _a100_class("1g.10gb", 9984, "1g.20gb", 20096, "2g.20gb", 20096, "3g.40gb", 40448,
-                             "4g.40gb", 40448, "7g.80gb", 81152),
-    "H200-141GB": _a100_class("1g.18gb", 18432, "1g.35gb", 35840, "2g.35gb", 35840, "3g.71gb", 72704,
-                              "4g.71gb", 72704, "7g.141gb", 144384),
+    "A100-40GB": _a100_class(
+        "1g.5gb", 4864, "1g.10gb", 9856, "2g.10gb", 9856, "3g.20gb", 19968, "4g.20gb", 19968, "7g.40gb", 40192
+    ),
+    "A100-80GB": _a100_class(
+        "1g.10gb", 9728, "1g.20gb", 19968, "2g.20gb", 19968, "3g.40gb", 40192, "4g.40gb", 40192, "7g.80gb", 80896
+    ),
+    "H100-80GB": _a100_class(
+        "1g.10gb", 9984, "1g.20gb", 20096, "2g.20gb", 20096, "3g.40gb", 40448, "4g.40gb", 40448, "7g.80gb", 81152
+    ),
+    "H200-141GB": _a100_class(
+        "1g.18gb", 18432, "1g.35gb", 35840, "2g.35gb", 35840, "3g.71gb", 72704, "4g.71gb", 72704, "7g.141gb", 144384
+    ),
     "A30-24GB": (
         StaticProfile("1g.6gb", GI_1_SLICE, 4, _p((0, 1, 2, 3), 1), 5836),
         StaticProfile("1g.6gb+me", GI_1_SLICE_REV1, 1, _p((0, 1, 2, 3), 1), 5836),
@@ -149,7 +157,7 @@ def static_model(gpu_name: str) -> str | None:
     if "A100" in gpu_name and "40GB" in gpu_name:
         return "A100-40GB"
     at = gpu_name.find("A30")
-    if at >= 0 and not gpu_name[at + 3:at + 4].isdigit():  # "A3000" is not an A30
+    if at >= 0 and not gpu_name[at + 3 : at + 4].isdigit():  # "A3000" is not an A30
         return "A30-24GB"
     return None
 
@@ -160,8 +168,9 @@ def static_model(gpu_name: str) -> str | None:
 SKIPPED_PROFILE_CODES = (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT)
 
 
-def _placements(nvml: MigNvml, handle: DeviceHandle, profile_id: int,
-                fallback: tuple[Placement, ...] = ()) -> tuple[Placement, ...]:
+def _placements(
+    nvml: MigNvml, handle: DeviceHandle, profile_id: int, fallback: tuple[Placement, ...] = ()
+) -> tuple[Placement, ...]:
     try:
         found = nvml.gpu_instance_possible_placements(handle, profile_id)
     except NvmlError as exc:
@@ -190,19 +199,27 @@ def resolve_catalog(nvml: MigNvml, handle: DeviceHandle, gpu_name: str) -> Profi
         name = normalize_name(info.name)
         if any(normalize_name(p.name) == name for p in found):
             continue
-        found.append(ProfileInfo(
-            name=display_name(info.name),
-            constant=constant, profile_id=info.id, slice_count=info.slice_count,
-            instance_count=info.instance_count, memory_size_mb=info.memory_size_mb,
-            placements=_placements(nvml, handle, info.id)))
+        found.append(
+            ProfileInfo(
+                name=display_name(info.name),
+                constant=constant,
+                profile_id=info.id,
+                slice_count=info.slice_count,
+                instance_count=info.instance_count,
+                memory_size_mb=info.memory_size_mb,
+                placements=_placements(nvml, handle, info.id),
+            )
+        )
     return ProfileCatalog(tuple(found))
 
 
 def _static_catalog(nvml: MigNvml, handle: DeviceHandle, gpu_name: str) -> ProfileCatalog:
     model = static_model(gpu_name)
     if model is None:
-        raise MigConfigError(f"GPU {gpu_name!r}: the NVML library has no nvmlDeviceGetGpuInstanceProfileInfoV "
-                             "(profile names unknown) and there is no built-in MIG profile table for this model")
+        raise MigConfigError(
+            f"GPU {gpu_name!r}: the NVML library has no nvmlDeviceGetGpuInstanceProfileInfoV "
+            "(profile names unknown) and there is no built-in MIG profile table for this model"
+        )
     found = []
     for sp in STATIC_TABLES[model]:
         try:
@@ -211,8 +228,16 @@ def _static_catalog(nvml: MigNvml, handle: DeviceHandle, gpu_name: str) -> Profi
             if exc.code in SKIPPED_PROFILE_CODES:
                 continue
             raise
-        found.append(ProfileInfo(
-            name=sp.name, constant=sp.constant, profile_id=info.id, slice_count=info.slice_count,
-            instance_count=info.instance_count, memory_size_mb=info.memory_size_mb or sp.memory_mib,
-            placements=_placements(nvml, handle, info.id, sp.placements), source="static"))
+        found.append(
+            ProfileInfo(
+                name=sp.name,
+                constant=sp.constant,
+                profile_id=info.id,
+                slice_count=info.slice_count,
+                instance_count=info.instance_count,
+                memory_size_mb=info.memory_size_mb or sp.memory_mib,
+                placements=_placements(nvml, handle, info.id, sp.placements),
+                source="static",
+            )
+        )
     return ProfileCatalog(tuple(found))

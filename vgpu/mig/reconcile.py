@@ -18,6 +18,7 @@ A process killed between two steps leaves instances that the next apply either k
 the plan; a CI-less GI just gets its CI) or destroys (idle, not in the plan), so re-running
 converges.  The caller holds the GPU's lock (one apply, destroy or resolve at a time per GPU).
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 class MigStep:
     """One NVML mutation of an apply, reported to the observer as it completes."""
 
-    action: str                 # "destroy-ci" | "destroy-gi" | "create-gi" | "create-ci" | "rollback-ci" | "rollback-gi"
+    action: str  # "destroy-ci" | "destroy-gi" | "create-gi" | "create-ci" | "rollback-ci" | "rollback-gi"
     gpu_uuid: str
     gpu_instance_id: int
     compute_instance_id: int | None = None
@@ -56,7 +57,7 @@ class MigInstanceInfo:
     gpu_uuid: str
     group: str
     position: int
-    profile: str                # the geometry's instance name, e.g. "2g.20gb"
+    profile: str  # the geometry's instance name, e.g. "2g.20gb"
     profile_id: int
     placement: Placement
     gpu_instance_id: int
@@ -68,9 +69,9 @@ class MigInstanceInfo:
 class ApplyResult:
     gpu_uuid: str
     group: str
-    devices: tuple[MigInstanceInfo, ...]      # index = position
-    destroyed: tuple[int, ...] = ()           # GI ids destroyed by this apply
-    created: tuple[int, ...] = ()             # positions whose GI and/or CI this apply created
+    devices: tuple[MigInstanceInfo, ...]  # index = position
+    destroyed: tuple[int, ...] = ()  # GI ids destroyed by this apply
+    created: tuple[int, ...] = ()  # positions whose GI and/or CI this apply created
 
     def device(self, position: int) -> MigInstanceInfo:
         return self.devices[position]
@@ -81,8 +82,8 @@ class Busy:
     """Which GPU instances have processes (from the parent device's process list)."""
 
     gpu_instance_ids: frozenset[int]
-    whole_gpu: int = 0          # processes not attributed to a MIG instance
-    known: bool = True          # False: the process list was unavailable or truncated
+    whole_gpu: int = 0  # processes not attributed to a MIG instance
+    known: bool = True  # False: the process list was unavailable or truncated
 
 
 BusyProbe = Callable[[], Busy]
@@ -95,17 +96,20 @@ ResultMemo = dict[Any, Any]
 _MEMO_MAX = 1024
 
 
-def _instance_info(memo: ResultMemo | None, uuid: str, group: str, inst: Any, gi_id: int, ci_id: int,
-                   mig_uuid: str) -> MigInstanceInfo:
+def _instance_info(
+    memo: ResultMemo | None, uuid: str, group: str, inst: Any, gi_id: int, ci_id: int, mig_uuid: str
+) -> MigInstanceInfo:
     if memo is None:
-        return MigInstanceInfo(uuid, group, inst.position, inst.name, inst.profile.profile_id, inst.placement,
-                               gi_id, ci_id, mig_uuid)
+        return MigInstanceInfo(
+            uuid, group, inst.position, inst.name, inst.profile.profile_id, inst.placement, gi_id, ci_id, mig_uuid
+        )
     key = (uuid, group, inst.position, gi_id, ci_id, mig_uuid)
     hit = memo.get(key)
-    if hit is not None and hit[0] is inst:     # the same planned instance (memo holds it: no id reuse)
+    if hit is not None and hit[0] is inst:  # the same planned instance (memo holds it: no id reuse)
         return hit[1]
-    info = MigInstanceInfo(uuid, group, inst.position, inst.name, inst.profile.profile_id, inst.placement,
-                           gi_id, ci_id, mig_uuid)
+    info = MigInstanceInfo(
+        uuid, group, inst.position, inst.name, inst.profile.profile_id, inst.placement, gi_id, ci_id, mig_uuid
+    )
     if len(memo) >= _MEMO_MAX:
         memo.clear()
     memo[key] = (inst, info)
@@ -113,8 +117,14 @@ def _instance_info(memo: ResultMemo | None, uuid: str, group: str, inst: Any, gi
 
 
 def _notify(observer: Observer | None, step: MigStep) -> None:
-    log.debug("MIG %s on %s: GI %s CI %s (position %s)", step.action, step.gpu_uuid, step.gpu_instance_id,
-              step.compute_instance_id, step.position)
+    log.debug(
+        "MIG %s on %s: GI %s CI %s (position %s)",
+        step.action,
+        step.gpu_uuid,
+        step.gpu_instance_id,
+        step.compute_instance_id,
+        step.position,
+    )
     if observer is not None:
         observer(step)
 
@@ -124,8 +134,11 @@ def _check_idle(uuid: str, doomed: Iterable[ExistingGi], busy: Busy) -> None:
     if doomed and not busy.known:
         # Cannot prove the GPU idle up front; NVML's own IN_USE answer on destroy still protects
         # running work (mig.md §5.2 step 5), but an idle instance may go before a busy one stops us.
-        log.warning("MIG %s: process list unavailable or truncated; relying on NVML's in-use check to "
-                    "protect GPU instances %s", uuid, ", ".join(str(gi.id) for gi in doomed))
+        log.warning(
+            "MIG %s: process list unavailable or truncated; relying on NVML's in-use check to protect GPU instances %s",
+            uuid,
+            ", ".join(str(gi.id) for gi in doomed),
+        )
     for gi in doomed:
         if busy.whole_gpu:
             raise MigInUseError(uuid, gi.id, f"{busy.whole_gpu} process(es) run on the GPU outside MIG instances")
@@ -133,8 +146,9 @@ def _check_idle(uuid: str, doomed: Iterable[ExistingGi], busy: Busy) -> None:
             raise MigInUseError(uuid, gi.id, "processes are running on it")
 
 
-def _destroy_ci(nvml: MigNvml, uuid: str, gi: ExistingGi, ci_handle: ComputeInstance, ci_id: int,
-                observer: Observer | None) -> None:
+def _destroy_ci(
+    nvml: MigNvml, uuid: str, gi: ExistingGi, ci_handle: ComputeInstance, ci_id: int, observer: Observer | None
+) -> None:
     try:
         nvml.destroy_compute_instance(ci_handle)
     except NvmlError as exc:
@@ -157,8 +171,13 @@ def _destroy_gi(nvml: MigNvml, uuid: str, gi: ExistingGi, observer: Observer | N
     _notify(observer, MigStep("destroy-gi", uuid, gi.id))
 
 
-def _rollback(nvml: MigNvml, uuid: str, cis: list[tuple[ComputeInstance, int, int]],
-              gis: list[tuple[GpuInstance, int]], observer: Observer | None) -> None:
+def _rollback(
+    nvml: MigNvml,
+    uuid: str,
+    cis: list[tuple[ComputeInstance, int, int]],
+    gis: list[tuple[GpuInstance, int]],
+    observer: Observer | None,
+) -> None:
     """Destroy what this apply created, newest first; failures are logged, never raised."""
     for handle, gi_id, ci_id in reversed(cis):
         try:
@@ -174,9 +193,18 @@ def _rollback(nvml: MigNvml, uuid: str, cis: list[tuple[ComputeInstance, int, in
             log.error("MIG rollback on %s: cannot destroy GPU instance %d: %s", uuid, gi_id, exc)
 
 
-def reconcile(nvml: MigNvml, handle: DeviceHandle, uuid: str, plan: GroupPlan, catalog: ProfileCatalog,
-              ci_profiles: CiProfileCache, *, busy: BusyProbe | None = None,
-              observer: Observer | None = None, memo: ResultMemo | None = None) -> ApplyResult:
+def reconcile(
+    nvml: MigNvml,
+    handle: DeviceHandle,
+    uuid: str,
+    plan: GroupPlan,
+    catalog: ProfileCatalog,
+    ci_profiles: CiProfileCache,
+    *,
+    busy: BusyProbe | None = None,
+    observer: Observer | None = None,
+    memo: ResultMemo | None = None,
+) -> ApplyResult:
     """Apply ``plan`` to the GPU and return every position's MIG device (see the module doc).
 
     Raises ``MigInUseError`` (nothing of the plan destroyed; nothing at all when the process
@@ -249,22 +277,32 @@ def reconcile(nvml: MigNvml, handle: DeviceHandle, uuid: str, plan: GroupPlan, c
     for inst, (gi_id, ci_id) in zip(plan.instances, ids):
         mig_uuid = uuids.get((gi_id, ci_id))
         if mig_uuid is None:
-            raise MigResolveError(f"MIG position {inst.position} of group {plan.group} on {uuid}: no MIG device "
-                                  f"for GPU instance {gi_id} / compute instance {ci_id}")
+            raise MigResolveError(
+                f"MIG position {inst.position} of group {plan.group} on {uuid}: no MIG device "
+                f"for GPU instance {gi_id} / compute instance {ci_id}"
+            )
         devices.append(_instance_info(memo, uuid, plan.group, inst, gi_id, ci_id, mig_uuid))
     found = tuple(devices)
     if memo is None or destroyed or created_positions:
         return ApplyResult(uuid, plan.group, found, tuple(destroyed), tuple(created_positions))
     key = ("apply", uuid, plan.group)
     hit = memo.get(key)
-    if hit is not None and hit.devices == found:   # identical infos: the memo's objects
+    if hit is not None and hit.devices == found:  # identical infos: the memo's objects
         return hit
     result = memo[key] = ApplyResult(uuid, plan.group, found)
     return result
 
 
-def resolve(nvml: MigNvml, handle: DeviceHandle, uuid: str, plan: GroupPlan, catalog: ProfileCatalog,
-            ci_profiles: CiProfileCache, *, memo: ResultMemo | None = None) -> dict[int, MigInstanceInfo]:
+def resolve(
+    nvml: MigNvml,
+    handle: DeviceHandle,
+    uuid: str,
+    plan: GroupPlan,
+    catalog: ProfileCatalog,
+    ci_profiles: CiProfileCache,
+    *,
+    memo: ResultMemo | None = None,
+) -> dict[int, MigInstanceInfo]:
     """Position → MIG device for the positions of ``plan`` that exist now (read-only, mig.md §6).
 
     A position whose GPU instance or full compute instance is missing is absent from the result.

@@ -18,6 +18,7 @@ For each GPU the plugin advertises (filterdevices already applied), in this orde
 Excluded GPUs are left out of every resource and of the register annotation by the caller,
 which also posts one Warning Event on the Node per exclusion (the reason is the message).
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,10 +57,10 @@ class GpuExclusion:
 
 @dataclass(frozen=True)
 class MigStartupReport:
-    usable: tuple[str, ...]             # UUIDs ready for MIG allocations
+    usable: tuple[str, ...]  # UUIDs ready for MIG allocations
     excluded: tuple[GpuExclusion, ...]
     warnings: tuple[str, ...]
-    enabled: tuple[str, ...]            # UUIDs whose MIG mode this startup switched on
+    enabled: tuple[str, ...]  # UUIDs whose MIG mode this startup switched on
 
     @property
     def reenumerate(self) -> bool:
@@ -83,8 +84,10 @@ def memory_warnings(manager: MigManager, uuid: str) -> list[str]:
         for template in group.geometries:
             profile = gpu.catalog.by_name(template.name)
             if profile is not None and template.memory_mib > profile.memory_size_mb:
-                out.append(f"knownMigGeometries {gpu.model}/{group.group}/{template.name}: memory "
-                           f"{template.memory_mib} MiB exceeds NVML instance size {profile.memory_size_mb} MiB")
+                out.append(
+                    f"knownMigGeometries {gpu.model}/{group.group}/{template.name}: memory "
+                    f"{template.memory_mib} MiB exceeds NVML instance size {profile.memory_size_mb} MiB"
+                )
     return out
 
 
@@ -99,8 +102,10 @@ def _prepare_one(manager: MigManager, gpu: GpuInfo, enabled: list[str], warnings
             return "the GPU is not MIG-capable (nvmlDeviceGetMigMode: NOT_SUPPORTED)"
         return f"cannot read its MIG mode: {exc}"
     if manager.config.mig_entry_for(gpu.name) is None:
-        return (f"no knownMigGeometries entry has a model that is a substring of {gpu.name!r} "
-                "(the scheduler logs 'mig type not found' for it)")
+        return (
+            f"no knownMigGeometries entry has a model that is a substring of {gpu.name!r} "
+            "(the scheduler logs 'mig type not found' for it)"
+        )
     if current == NVML_DEVICE_MIG_DISABLE:
         if pending == NVML_DEVICE_MIG_ENABLE:
             return "MIG mode is enabled but pending: it takes effect only after a GPU reset"

@@ -13,6 +13,7 @@ the pod's spec, is still exported with ``podnamespace=""``/``namespace=""`` and
 ``podname``/``pod`` = the pod UID (counted by ``vgpu_monitor_unmapped_containers``); a pod in
 phase Succeeded or Failed exports nothing.
 """
+
 from __future__ import annotations
 
 import time
@@ -47,13 +48,26 @@ class HostCollector(Collector):
         self.legacy = legacy
         self.hami = hami
         # Label text per host index, rendered once (identity is fixed at startup).
-        self._legacy_labels = {g.index: label_text([("deviceidx", str(g.index)), ("deviceuuid", g.uuid)])
-                               for g in source.gpus}
-        self._hami_labels = {g.index: label_text([("node", node_name), ("device_index", str(g.index)),
-                                                  ("device_uuid", g.uuid), ("device_type", g.device_type)])
-                             for g in source.gpus}
-        self._memctl_labels = {g.index: label_text([("device_index", str(g.index)), ("device_uuid", g.uuid),
-                                                    ("device_type", g.device_type)]) for g in source.gpus}
+        self._legacy_labels = {
+            g.index: label_text([("deviceidx", str(g.index)), ("deviceuuid", g.uuid)]) for g in source.gpus
+        }
+        self._hami_labels = {
+            g.index: label_text(
+                [
+                    ("node", node_name),
+                    ("device_index", str(g.index)),
+                    ("device_uuid", g.uuid),
+                    ("device_type", g.device_type),
+                ]
+            )
+            for g in source.gpus
+        }
+        self._memctl_labels = {
+            g.index: label_text(
+                [("device_index", str(g.index)), ("device_uuid", g.uuid), ("device_type", g.device_type)]
+            )
+            for g in source.gpus
+        }
 
     def collect(self) -> Iterator[RenderedFamily]:
         if not (self.legacy or self.hami):
@@ -76,8 +90,10 @@ class HostCollector(Collector):
                 v = f"{_Z}{d.utilization_gpu}\n"
                 util_l.lines.append(f"HostCoreUtilization{{{legacy}{v}")
                 util_h.lines.append(f"hami_host_gpu_utilization_ratio{{{hami}{v}")
-                ctl_h.lines.append(f"hami_host_gpu_memory_controller_utilization_ratio{{"
-                                   f"{self._memctl_labels[d.index]}{_Z}{d.utilization_memory}\n")
+                ctl_h.lines.append(
+                    f"hami_host_gpu_memory_controller_utilization_ratio{{"
+                    f"{self._memctl_labels[d.index]}{_Z}{d.utilization_memory}\n"
+                )
         if self.legacy:
             yield mem_l
             yield util_l
@@ -90,8 +106,16 @@ class HostCollector(Collector):
 class ContainerCollector(Collector):
     """The legacy ``vGPU_*``/``Device_*`` and the ``hami_vgpu_*``/``hami_container_*`` families."""
 
-    def __init__(self, discovery: Discovery, pods: PodLookup, stats: MonitorStats, *, legacy: bool = True,
-                 hami: bool = True, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        discovery: Discovery,
+        pods: PodLookup,
+        stats: MonitorStats,
+        *,
+        legacy: bool = True,
+        hami: bool = True,
+        clock: Callable[[], float] = time.time,
+    ):
         self.discovery = discovery
         self.pods = pods
         self.stats = stats
@@ -146,7 +170,8 @@ class ContainerCollector(Collector):
                         desc.lines.append(
                             f'Device_memory_desc_of_container{{{leg},context="{dev.context_bytes}",'
                             f'module="{dev.module_bytes}",data="{dev.data_bytes}",offset="{dev.offset_bytes}"'
-                            f"{_Z}{used}\n")
+                            f"{_Z}{used}\n"
+                        )
                         if has_util:
                             util.lines.append(f"Device_utilization_desc_of_container{{{leg}{_Z}{dev.sm_util}\n")
                         if age is not None:
@@ -176,8 +201,10 @@ class ContainerCollector(Collector):
 def _container_labels(ident: tuple[str, str, str], index: int, uuid: str) -> tuple[str, str]:
     """(legacy, HAMi) label text of one container device, label names from :mod:`families`."""
     d = str(index)
-    return (label_text(zip(F.VGPU_MEMORY_USAGE.labels, (*ident, d, uuid[:LEGACY_UUID_LEN]), strict=True)),
-            label_text(zip(F.HAMI_VGPU_MEMORY_USED.labels, (*ident, d, uuid), strict=True)))
+    return (
+        label_text(zip(F.VGPU_MEMORY_USAGE.labels, (*ident, d, uuid[:LEGACY_UUID_LEN]), strict=True)),
+        label_text(zip(F.HAMI_VGPU_MEMORY_USED.labels, (*ident, d, uuid), strict=True)),
+    )
 
 
 class SelfCollector(Collector):
@@ -192,8 +219,9 @@ class SelfCollector(Collector):
         s = self.stats
         out: list[RenderedFamily] = []
 
-        def fam(name: str, help_: str, typ: str, rows: list[tuple[list[tuple[str, str]], Any]],
-                sample: str | None = None) -> None:
+        def fam(
+            name: str, help_: str, typ: str, rows: list[tuple[list[tuple[str, str]], Any]], sample: str | None = None
+        ) -> None:
             f = RenderedFamily(name, help_, typ)
             sname = sample or name
             for labels, value in rows:
@@ -203,53 +231,109 @@ class SelfCollector(Collector):
 
         with s.lock:
             fam("vgpu_monitor_scrapes_total", "Scrapes of /metrics served", "counter", [([], s.scrapes)])
-            h = RenderedFamily("vgpu_monitor_scrape_duration_seconds", "Time to build and render /metrics",
-                               "histogram")
+            h = RenderedFamily("vgpu_monitor_scrape_duration_seconds", "Time to build and render /metrics", "histogram")
             for bound, n in zip(SCRAPE_BUCKETS, s.scrape_bucket_counts):
                 h.lines.append(f'vgpu_monitor_scrape_duration_seconds_bucket{{le="{bound}"}} {n}\n')
             h.lines.append(f'vgpu_monitor_scrape_duration_seconds_bucket{{le="+Inf"}} {s.scrapes}\n')
             h.lines.append(f"vgpu_monitor_scrape_duration_seconds_sum {_num(s.scrape_seconds_sum)}\n")
             h.lines.append(f"vgpu_monitor_scrape_duration_seconds_count {s.scrapes}\n")
             out.append(h)
-            fam("vgpu_monitor_files_tracked", "Shared-region files currently tracked (one per container directory)",
-                "gauge", [([], s.files_tracked)])
-            fam("vgpu_monitor_files_initialising", "Region files whose creator has not set the magic yet",
-                "gauge", [([], s.files_initialising)])
-            fam("vgpu_monitor_container_directories", "<podUID>_<container> entries seen by the last scan",
-                "gauge", [([], s.directories)])
-            fam("vgpu_monitor_files_rejected", "Files or directories rejected by the last scan, by reason",
-                "gauge", [([("reason", r)], n) for r, n in sorted(s.rejected_now.items())])
-            fam("vgpu_monitor_files_rejected_total", "Rejections first seen, by reason (each file once per reason)",
-                "counter", [([("reason", r)], n) for r, n in sorted(s.rejected_total.items())])
-            fam("vgpu_monitor_region_read_errors_total", "Reads of tracked regions that failed, by reason",
-                "counter", [([("reason", r)], n) for r, n in sorted(s.read_errors.items())])
-            fam("vgpu_monitor_unmapped_containers",
+            fam(
+                "vgpu_monitor_files_tracked",
+                "Shared-region files currently tracked (one per container directory)",
+                "gauge",
+                [([], s.files_tracked)],
+            )
+            fam(
+                "vgpu_monitor_files_initialising",
+                "Region files whose creator has not set the magic yet",
+                "gauge",
+                [([], s.files_initialising)],
+            )
+            fam(
+                "vgpu_monitor_container_directories",
+                "<podUID>_<container> entries seen by the last scan",
+                "gauge",
+                [([], s.directories)],
+            )
+            fam(
+                "vgpu_monitor_files_rejected",
+                "Files or directories rejected by the last scan, by reason",
+                "gauge",
+                [([("reason", r)], n) for r, n in sorted(s.rejected_now.items())],
+            )
+            fam(
+                "vgpu_monitor_files_rejected_total",
+                "Rejections first seen, by reason (each file once per reason)",
+                "counter",
+                [([("reason", r)], n) for r, n in sorted(s.rejected_total.items())],
+            )
+            fam(
+                "vgpu_monitor_region_read_errors_total",
+                "Reads of tracked regions that failed, by reason",
+                "counter",
+                [([("reason", r)], n) for r, n in sorted(s.read_errors.items())],
+            )
+            fam(
+                "vgpu_monitor_unmapped_containers",
                 "Exported container directories whose pod or container is not in the pod cache (labelled by pod UID)",
-                "gauge", [([], s.unmapped_containers)])
+                "gauge",
+                [([], s.unmapped_containers)],
+            )
             fam("vgpu_monitor_scans_total", "Discovery scans run", "counter", [([], s.scans)])
-            fam("vgpu_monitor_scan_failures_total", "Scans skipped because the containers root was unusable",
-                "counter", [([], s.scan_failures)])
-            fam("vgpu_monitor_last_scan_duration_seconds", "Duration of the last discovery scan", "gauge",
-                [([], s.last_scan_seconds)])
-            fam("vgpu_monitor_feedback_writes_total", "4-byte feedback writes into shared regions, by field",
-                "counter", [([("field", k)], n) for k, n in sorted(s.feedback_writes.items())])
-            fam("vgpu_monitor_feedback_errors_total", "Feedback reads or writes that failed", "counter",
-                [([], s.feedback_errors)])
-            fam("vgpu_monitor_gc_removed_total", "Stale container directories removed", "counter",
-                [([], s.gc_removed)])
-        fam("vgpu_monitor_pod_cache_synced", "1 when the node's pod watch has listed all pods", "gauge",
-            [([], 1 if self.pods.synced else 0)])
+            fam(
+                "vgpu_monitor_scan_failures_total",
+                "Scans skipped because the containers root was unusable",
+                "counter",
+                [([], s.scan_failures)],
+            )
+            fam(
+                "vgpu_monitor_last_scan_duration_seconds",
+                "Duration of the last discovery scan",
+                "gauge",
+                [([], s.last_scan_seconds)],
+            )
+            fam(
+                "vgpu_monitor_feedback_writes_total",
+                "4-byte feedback writes into shared regions, by field",
+                "counter",
+                [([("field", k)], n) for k, n in sorted(s.feedback_writes.items())],
+            )
+            fam(
+                "vgpu_monitor_feedback_errors_total",
+                "Feedback reads or writes that failed",
+                "counter",
+                [([], s.feedback_errors)],
+            )
+            fam("vgpu_monitor_gc_removed_total", "Stale container directories removed", "counter", [([], s.gc_removed)])
+        fam(
+            "vgpu_monitor_pod_cache_synced",
+            "1 when the node's pod watch has listed all pods",
+            "gauge",
+            [([], 1 if self.pods.synced else 0)],
+        )
         host = self.host
         fam("vgpu_monitor_nvml_up", "1 when NVML was initialised at startup", "gauge", [([], 1 if host else 0)])
         if host is not None:
             errors, age, stale = host.status()
-            fam("vgpu_monitor_nvml_errors_total", "NVML calls that failed, by device, call and return code",
-                "counter", [([("device_index", i), ("call", c), ("code", code)], n) for (i, c, code), n in errors])
-            fam("vgpu_monitor_nvml_sample_age_seconds", "Age of the host GPU values served", "gauge",
-                [] if age is None else [([], age)])
-            fam("vgpu_monitor_nvml_stale_serves_total",
-                "Scrapes that served older host values because NVML did not answer within the bound", "counter",
-                [([], stale)])
+            fam(
+                "vgpu_monitor_nvml_errors_total",
+                "NVML calls that failed, by device, call and return code",
+                "counter",
+                [([("device_index", i), ("call", c), ("code", code)], n) for (i, c, code), n in errors],
+            )
+            fam(
+                "vgpu_monitor_nvml_sample_age_seconds",
+                "Age of the host GPU values served",
+                "gauge",
+                [] if age is None else [([], age)],
+            )
+            fam(
+                "vgpu_monitor_nvml_stale_serves_total",
+                "Scrapes that served older host values because NVML did not answer within the bound",
+                "counter",
+                [([], stale)],
+            )
         yield from out
 
 

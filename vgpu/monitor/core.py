@@ -10,6 +10,7 @@ GC of stale directories, a discovery scan, then one feedback pass.  Between tick
 event on the containers root or a container directory triggers an extra discovery scan (at most
 one per ``EVENT_SCAN_GAP_S``); feedback stays on the fixed period.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,9 +39,9 @@ from vgpu.monitor.stats import MonitorStats
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 5.0
-EVENT_SCAN_GAP_S = 0.25      # inotify-triggered scans: at most one per this gap
-INITIALISING_RETRY_S = 1.0   # a file without its magic yet: look again this soon ...
-INITIALISING_RETRIES = 5     # ... this many times in a row, then only on the period (a creator may have died)
+EVENT_SCAN_GAP_S = 0.25  # inotify-triggered scans: at most one per this gap
+INITIALISING_RETRY_S = 1.0  # a file without its magic yet: look again this soon ...
+INITIALISING_RETRIES = 5  # ... this many times in a row, then only on the period (a creator may have died)
 MAX_DIR_WATCHES = 4096
 
 
@@ -54,9 +55,20 @@ class TickResult:
 class Monitor:
     """Discovery, GC, feedback and the metrics registry for one ``$HOOK_PATH``."""
 
-    def __init__(self, hook_path: str, pods: PodLookup, host: HostSource | None, node_name: str, *,
-                 legacy: bool = True, hami: bool = True, clock: Callable[[], float] = time.time,
-                 interval_s: float = INTERVAL_S, use_inotify: bool = True, mig: MigInfoSource | None = None):
+    def __init__(
+        self,
+        hook_path: str,
+        pods: PodLookup,
+        host: HostSource | None,
+        node_name: str,
+        *,
+        legacy: bool = True,
+        hami: bool = True,
+        clock: Callable[[], float] = time.time,
+        interval_s: float = INTERVAL_S,
+        use_inotify: bool = True,
+        mig: MigInfoSource | None = None,
+    ):
         self.containers_root = HostLayout(hook_path=hook_path).containers_root  # the plugin's root too
         self.pods = pods
         self.host = host
@@ -69,13 +81,15 @@ class Monitor:
         self._dir_wds: dict[str, int] = {}
         self._wd_dirs: dict[int, str] = {}
         self._watch_limit_logged = False
-        self.discovery = Discovery(self.containers_root, clock=clock,
-                                   on_directory=self._watch_dir if self._inotify else None)
+        self.discovery = Discovery(
+            self.containers_root, clock=clock, on_directory=self._watch_dir if self._inotify else None
+        )
         self.registry = CollectorRegistry(auto_describe=False)
         if host is not None:
             self.registry.register(HostCollector(host, node_name, legacy=legacy, hami=hami))
-        self.registry.register(ContainerCollector(self.discovery, pods, self.stats, legacy=legacy, hami=hami,
-                                                  clock=clock))
+        self.registry.register(
+            ContainerCollector(self.discovery, pods, self.stats, legacy=legacy, hami=hami, clock=clock)
+        )
         if mig is not None and hami:
             self.registry.register(MigInfoCollector(mig))
         self.registry.register(SelfCollector(self.stats, pods, host))
@@ -140,8 +154,15 @@ class Monitor:
                     errors += 1
                     log.debug("feedback: %s", exc)
                     continue
-                inputs.append(FeedbackInput(t, snap.recent_kernel, snap.utilization_switch, snap.priority,
-                                            tuple(d.uuid for d in snap.devices)))
+                inputs.append(
+                    FeedbackInput(
+                        t,
+                        snap.recent_kernel,
+                        snap.utilization_switch,
+                        snap.priority,
+                        tuple(d.uuid for d in snap.devices),
+                    )
+                )
             for w in plan_feedback(inputs):
                 t = w.key
                 if not t.writable:
@@ -177,7 +198,8 @@ class Monitor:
         assert self._inotify is not None
         try:
             self._root_wd = self._inotify.add_watch(
-                self.containers_root, inotify.DIR_EVENTS | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)
+                self.containers_root, inotify.DIR_EVENTS | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW
+            )
         except OSError:
             self._root_wd = None  # missing or a symlink: the scan reports it; retried next scan
 
@@ -192,8 +214,10 @@ class Monitor:
         except OSError as exc:
             if not self._watch_limit_logged:
                 self._watch_limit_logged = True
-                log.info("cannot watch container directories with inotify (%s); the periodic scan still "
-                         "finds everything", exc.strerror)
+                log.info(
+                    "cannot watch container directories with inotify (%s); the periodic scan still finds everything",
+                    exc.strerror,
+                )
             return
         old = self._wd_dirs.get(wd)
         if old is not None and old != name:

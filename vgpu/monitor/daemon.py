@@ -15,6 +15,7 @@ Startup order (each step logs what it did):
 
 SIGTERM/SIGINT stop everything and exit 0.
 """
+
 from __future__ import annotations
 
 import logging
@@ -69,8 +70,11 @@ def open_nvml(library: str | None, bound_s: float) -> tuple[HostSource | None, l
         gpus = discover_gpus(library)
         sampler = Sampler(library, max_processes=0)
     except (NvmlError, OSError) as exc:
-        log.warning("NVML is not available: %s -- host GPU metrics and hami_mig_device_info are omitted; "
-                    "container metrics and the feedback loop keep working", exc)
+        log.warning(
+            "NVML is not available: %s -- host GPU metrics and hami_mig_device_info are omitted; "
+            "container metrics and the feedback loop keep working",
+            exc,
+        )
         return None, []
     log.info("NVML: %d GPU(s): %s", len(gpus), ", ".join(f"{g.index}={g.uuid} ({g.name})" for g in gpus))
     return HostSource(sampler, [HostGpu.of(g) for g in gpus], bound_s=bound_s).start(), gpus
@@ -91,8 +95,9 @@ def load_device_settings(path: str) -> DeviceConfig | None:
     return device
 
 
-def open_mig_source(library: str | None, device: DeviceConfig, gpus: list[GpuInfo], pods: PodLookup,
-                    bound_s: float) -> MigInfoSource | None:
+def open_mig_source(
+    library: str | None, device: DeviceConfig, gpus: list[GpuInfo], pods: PodLookup, bound_s: float
+) -> MigInfoSource | None:
     """The MIG identity source over its own NVML context; None (logged) when it cannot start."""
     try:
         manager = MigManager.open(library, effective_config(device, NodeConfig()), gpus)
@@ -138,13 +143,25 @@ class MonitorDaemon:
             if self.pods.wait_synced(POD_SYNC_WAIT_S):
                 log.info("pod watch on node %s synced: %d pod(s)", o.node_name, len(self.pods))
             else:
-                log.warning("pod watch on node %s not synced after %.0f s; continuing (unknown pods are "
-                            "exported by UID, GC waits)", o.node_name, POD_SYNC_WAIT_S)
+                log.warning(
+                    "pod watch on node %s not synced after %.0f s; continuing (unknown pods are "
+                    "exported by UID, GC waits)",
+                    o.node_name,
+                    POD_SYNC_WAIT_S,
+                )
             self.host, gpus = open_nvml(o.nvml_library, o.nvml_bound_s)
             if self.host is not None and device is not None and o.hami_metrics:
                 self.mig = open_mig_source(o.nvml_library, device, gpus, self.pods, o.nvml_bound_s)
-            self.monitor = Monitor(o.hook_path, self.pods, self.host, o.node_name, legacy=o.legacy_metrics,
-                                   hami=o.hami_metrics, interval_s=o.interval_s, mig=self.mig)
+            self.monitor = Monitor(
+                o.hook_path,
+                self.pods,
+                self.host,
+                o.node_name,
+                legacy=o.legacy_metrics,
+                hami=o.hami_metrics,
+                interval_s=o.interval_s,
+                mig=self.mig,
+            )
             self.monitor.tick()
             self.monitor.start()
             try:
@@ -155,8 +172,13 @@ class MonitorDaemon:
             except OSError as exc:
                 log.error("vgpu monitor: cannot listen on %s: %s", o.listen, exc.strerror or exc)
                 return EXIT_RUNTIME
-            log.info("serving metrics on http://%s:%d/metrics (containers root %s, node %s)",
-                     self.server.host, self.server.port, self.monitor.containers_root, o.node_name)
+            log.info(
+                "serving metrics on http://%s:%d/metrics (containers root %s, node %s)",
+                self.server.host,
+                self.server.port,
+                self.monitor.containers_root,
+                o.node_name,
+            )
             self._stop.wait()
             return 0
         finally:

@@ -29,6 +29,7 @@ HTTP threads.  ``lock`` guards the region fds (a :class:`Region` reuses its outp
 readers hold it while they read, and the loop takes it only to publish a new table and to close
 the fds it dropped.  Listing and opening happen outside the lock.
 """
+
 from __future__ import annotations
 
 import errno
@@ -104,15 +105,15 @@ class TrackedRegion:
 class ScanResult:
     """What one scan found (for self-metrics, logs and tests)."""
 
-    ok: bool = True                   # False: the root was unusable, nothing changed
+    ok: bool = True  # False: the root was unusable, nothing changed
     error: str = ""
-    entries: int = 0                  # root entries looked at (≤ 4,096)
-    truncated: bool = False           # the root had more entries than that
-    directories: int = 0              # matching names
+    entries: int = 0  # root entries looked at (≤ 4,096)
+    truncated: bool = False  # the root had more entries than that
+    directories: int = 0  # matching names
     tracked: int = 0
     initialising: int = 0
-    rejected: dict[str, int] = field(default_factory=dict)          # reason -> files now
-    new_rejections: dict[str, int] = field(default_factory=dict)    # reason -> first seen this scan
+    rejected: dict[str, int] = field(default_factory=dict)  # reason -> files now
+    new_rejections: dict[str, int] = field(default_factory=dict)  # reason -> first seen this scan
     added: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
 
@@ -120,8 +121,13 @@ class ScanResult:
 class Discovery:
     """Tracks one region per ``<podUID>_<container>`` directory under ``containers_root``."""
 
-    def __init__(self, containers_root: str, *, clock: Callable[[], float] = time.time,
-                 on_directory: Callable[[str, int], None] | None = None):
+    def __init__(
+        self,
+        containers_root: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_directory: Callable[[str, int], None] | None = None,
+    ):
         self.root = containers_root
         self.clock = clock
         self.on_directory = on_directory  # (dir name, dir fd) for every opened container dir (inotify)
@@ -202,8 +208,12 @@ class Discovery:
         try:
             entries, result.entries, result.truncated = self._matching_entries(root_fd)
             if result.truncated:
-                log.warning("%s has more than %d entries; only the first %d are scanned", self.root,
-                            MAX_ROOT_ENTRIES, MAX_ROOT_ENTRIES)
+                log.warning(
+                    "%s has more than %d entries; only the first %d are scanned",
+                    self.root,
+                    MAX_ROOT_ENTRIES,
+                    MAX_ROOT_ENTRIES,
+                )
             result.directories = len(entries)
             for name, uid, ctr in entries:
                 kept = self._scan_dir(root_fd, name, uid, ctr, current.get(name), rejected, result)
@@ -245,8 +255,16 @@ class Discovery:
             log.warning("rejected %s/%s/%s: %s", self.root, dir_name, file_name, detail)
         rejected.append(key)
 
-    def _scan_dir(self, root_fd: int, name: str, uid: str, ctr: str, current: TrackedRegion | None,
-                  rejected: list, result: ScanResult) -> TrackedRegion | None:
+    def _scan_dir(
+        self,
+        root_fd: int,
+        name: str,
+        uid: str,
+        ctr: str,
+        current: TrackedRegion | None,
+        rejected: list,
+        result: ScanResult,
+    ) -> TrackedRegion | None:
         try:
             dfd = os.open(name, _DIR_FLAGS, dir_fd=root_fd)
         except FileNotFoundError:
@@ -283,14 +301,19 @@ class Discovery:
                 elif not stat.S_ISREG(mode):
                     self._reject(rejected, name, n, st.st_ino, NOT_REGULAR, "is not a regular file")
                 elif st.st_size not in KNOWN_SIZES:
-                    self._reject(rejected, name, n, st.st_ino, SIZE,
-                                 f"size {st.st_size} is none of the known region sizes")
+                    self._reject(
+                        rejected, name, n, st.st_ino, SIZE, f"size {st.st_size} is none of the known region sizes"
+                    )
                 else:
                     usable.append((n, st))
             usable.sort(key=lambda x: x[1].st_mtime_ns, reverse=True)
             for n, st in usable:
-                if current is not None and current.file_name == n and current.ino == st.st_ino \
-                        and current.dev == st.st_dev:
+                if (
+                    current is not None
+                    and current.file_name == n
+                    and current.ino == st.st_ino
+                    and current.dev == st.st_dev
+                ):
                     try:
                         fst = current.region.stat()
                     except RegionError:
@@ -308,8 +331,9 @@ class Discovery:
         finally:
             os.close(dfd)
 
-    def _open_region(self, dfd: int, dir_name: str, uid: str, ctr: str, file_name: str, rejected: list,
-                     result: ScanResult) -> TrackedRegion | None:
+    def _open_region(
+        self, dfd: int, dir_name: str, uid: str, ctr: str, file_name: str, rejected: list, result: ScanResult
+    ) -> TrackedRegion | None:
         try:
             try:
                 region = Region.open(file_name, dir_fd=dfd, writable=True)
@@ -317,8 +341,13 @@ class Discovery:
                 if exc.code is not RegionErrorCode.OPEN or exc.errno not in (errno.EACCES, errno.EROFS, errno.EPERM):
                     raise
                 region = Region.open(file_name, dir_fd=dfd, writable=False)
-                log.warning("%s/%s/%s is not writable (%s); metrics only, no feedback", self.root, dir_name,
-                            file_name, exc.detail)
+                log.warning(
+                    "%s/%s/%s is not writable (%s); metrics only, no feedback",
+                    self.root,
+                    dir_name,
+                    file_name,
+                    exc.detail,
+                )
         except RegionError as exc:
             if exc.code is not RegionErrorCode.NOT_FOUND:
                 self._reject(rejected, dir_name, file_name, 0, _CODE_REASON.get(exc.code, "open"), exc.detail)
@@ -335,8 +364,9 @@ class Discovery:
             else:
                 self._reject(rejected, dir_name, file_name, ino, _CODE_REASON.get(exc.code, "io"), exc.detail)
             return None
-        return TrackedRegion(dir_name, uid, ctr, file_name, region, fst.st_dev, fst.st_ino, fst.st_size,
-                             fst.st_mtime_ns, snap.layout)
+        return TrackedRegion(
+            dir_name, uid, ctr, file_name, region, fst.st_dev, fst.st_ino, fst.st_size, fst.st_mtime_ns, snap.layout
+        )
 
     # ------------------------------------------------------------------ GC
 
@@ -378,8 +408,12 @@ class Discovery:
                     log.warning("cannot remove stale %s/%s: %s", self.root, name, exc)
                     continue
                 removed.append(name)
-                log.info("removed stale %s/%s (pod %s)", self.root, name,
-                         "gone" if pod is None else f"{pod.namespace}/{pod.name} terminated")
+                log.info(
+                    "removed stale %s/%s (pod %s)",
+                    self.root,
+                    name,
+                    "gone" if pod is None else f"{pod.namespace}/{pod.name} terminated",
+                )
         finally:
             os.close(root_fd)
         return removed

@@ -13,12 +13,12 @@ parsed back from those lines only when somebody asks for it.  :func:`render` wri
 ``RenderedFamily`` verbatim and any other ``Metric`` (e.g. prometheus_client's own process
 collector) through prometheus_client's renderer.
 """
+
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
-
-import re
 
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
@@ -67,9 +67,9 @@ class RenderedFamily(Metric):
         return f"# HELP {self.name} {escape_help(self.documentation)}\n# TYPE {self.name} {self.type}\n"
 
 
-_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)\n?$')
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)\n?$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?')
-_UNESCAPE = re.compile(r'\\(.)')
+_UNESCAPE = re.compile(r"\\(.)")
 
 
 def parse_sample_line(line: str) -> Sample:
@@ -81,8 +81,10 @@ def parse_sample_line(line: str) -> Sample:
     m = _LINE.match(line)
     if m is None:
         raise ValueError(f"not an exposition sample line: {line!r}")
-    labels = {k: _UNESCAPE.sub(lambda e: "\n" if e.group(1) == "n" else e.group(1), v)
-              for k, v in _LABEL.findall(m.group(2) or "")}
+    labels = {
+        k: _UNESCAPE.sub(lambda e: "\n" if e.group(1) == "n" else e.group(1), v)
+        for k, v in _LABEL.findall(m.group(2) or "")
+    }
     return Sample(m.group(1), labels, float(m.group(3)), None, None)
 
 

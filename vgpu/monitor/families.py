@@ -4,6 +4,7 @@ Pure data.  The legacy Volcano families are exact, typos included (``meory``), a
 ``Device_memory_desc_of_container`` is a counter under exactly that name.  Every sample of these
 families carries ``zone="vGPU"``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,46 +29,78 @@ HOST_GPU_MEMORY_USAGE = Family("HostGPUMemoryUsage", "GPU device memory usage", 
 HOST_CORE_UTILIZATION = Family("HostCoreUtilization", "GPU core utilization", "gauge", ("deviceidx", "deviceuuid"))
 VGPU_MEMORY_USAGE = Family("vGPU_device_memory_usage_in_bytes", "vGPU device usage", "gauge", _LEGACY_CTR)
 VGPU_MEMORY_LIMIT = Family("vGPU_device_memory_limit_in_bytes", "vGPU device limit", "gauge", _LEGACY_CTR)
-DEVICE_MEMORY_DESC = Family("Device_memory_desc_of_container", "Container device meory description", "counter",
-                            _LEGACY_CTR + ("context", "module", "data", "offset"))
-DEVICE_UTILIZATION_DESC = Family("Device_utilization_desc_of_container", "Container device utilization description",
-                                 "gauge", _LEGACY_CTR)
-DEVICE_LAST_KERNEL = Family("Device_last_kernel_of_container", "Container device last kernel description", "gauge",
-                            _LEGACY_CTR)
+DEVICE_MEMORY_DESC = Family(
+    "Device_memory_desc_of_container",
+    "Container device meory description",
+    "counter",
+    _LEGACY_CTR + ("context", "module", "data", "offset"),
+)
+DEVICE_UTILIZATION_DESC = Family(
+    "Device_utilization_desc_of_container", "Container device utilization description", "gauge", _LEGACY_CTR
+)
+DEVICE_LAST_KERNEL = Family(
+    "Device_last_kernel_of_container", "Container device last kernel description", "gauge", _LEGACY_CTR
+)
 
 LEGACY_HOST = (HOST_GPU_MEMORY_USAGE, HOST_CORE_UTILIZATION)
-LEGACY_CONTAINER = (VGPU_MEMORY_USAGE, VGPU_MEMORY_LIMIT, DEVICE_MEMORY_DESC, DEVICE_UTILIZATION_DESC,
-                    DEVICE_LAST_KERNEL)
+LEGACY_CONTAINER = (
+    VGPU_MEMORY_USAGE,
+    VGPU_MEMORY_LIMIT,
+    DEVICE_MEMORY_DESC,
+    DEVICE_UTILIZATION_DESC,
+    DEVICE_LAST_KERNEL,
+)
 
 # ---- HAMi v2.10 (§3) ----------------------------------------------------------------------
-HAMI_HOST_MEMORY_USED = Family("hami_host_gpu_memory_used_bytes", "GPU device memory usage in bytes", "gauge",
-                               _HAMI_HOST)
-HAMI_HOST_UTILIZATION = Family("hami_host_gpu_utilization_ratio", "GPU core utilization ratio (0-100)", "gauge",
-                               _HAMI_HOST)
-HAMI_HOST_MEMCTL_UTILIZATION = Family("hami_host_gpu_memory_controller_utilization_ratio",
-                                      "GPU memory controller utilization ratio (0-100)", "gauge",
-                                      ("device_index", "device_uuid", "device_type"))
+HAMI_HOST_MEMORY_USED = Family(
+    "hami_host_gpu_memory_used_bytes", "GPU device memory usage in bytes", "gauge", _HAMI_HOST
+)
+HAMI_HOST_UTILIZATION = Family(
+    "hami_host_gpu_utilization_ratio", "GPU core utilization ratio (0-100)", "gauge", _HAMI_HOST
+)
+HAMI_HOST_MEMCTL_UTILIZATION = Family(
+    "hami_host_gpu_memory_controller_utilization_ratio",
+    "GPU memory controller utilization ratio (0-100)",
+    "gauge",
+    ("device_index", "device_uuid", "device_type"),
+)
 HAMI_VGPU_MEMORY_USED = Family("hami_vgpu_memory_used_bytes", "vGPU device memory usage in bytes", "gauge", _HAMI_CTR)
-HAMI_VGPU_MEMORY_LIMIT = Family("hami_vgpu_memory_limit_bytes", "vGPU device memory limit in bytes", "gauge",
-                                _HAMI_CTR)
-HAMI_CONTAINER_MEMORY = Family("hami_container_device_memory_bytes", "Container device memory usage in bytes", "gauge",
-                               _HAMI_CTR)
-HAMI_CONTAINER_UTILIZATION = Family("hami_container_device_utilization_ratio", "Container device SM utilization ratio",
-                                    "gauge", _HAMI_CTR)
-HAMI_CONTAINER_LAST_KERNEL = Family("hami_container_last_kernel_elapsed_seconds",
-                                    "Seconds since last kernel execution in container", "gauge", _HAMI_CTR)
-HAMI_MEMORY_CONTEXT = Family("hami_vgpu_memory_context_bytes", "Container device memory context size in bytes",
-                             "gauge", _HAMI_CTR)
-HAMI_MEMORY_MODULE = Family("hami_vgpu_memory_module_bytes", "Container device memory module size in bytes", "gauge",
-                            _HAMI_CTR)
-HAMI_MEMORY_BUFFER = Family("hami_vgpu_memory_buffer_bytes", "Container device memory buffer size in bytes", "gauge",
-                            _HAMI_CTR)
-HAMI_MIG_DEVICE_INFO = Family("hami_mig_device_info", "MIG runtime identity for a container allocation", "gauge",
-                              _HAMI_CTR[:4] + ("device_uuid", "mig_uuid", "profile", "gpu_instance_id",
-                                               "compute_instance_id"))
+HAMI_VGPU_MEMORY_LIMIT = Family("hami_vgpu_memory_limit_bytes", "vGPU device memory limit in bytes", "gauge", _HAMI_CTR)
+HAMI_CONTAINER_MEMORY = Family(
+    "hami_container_device_memory_bytes", "Container device memory usage in bytes", "gauge", _HAMI_CTR
+)
+HAMI_CONTAINER_UTILIZATION = Family(
+    "hami_container_device_utilization_ratio", "Container device SM utilization ratio", "gauge", _HAMI_CTR
+)
+HAMI_CONTAINER_LAST_KERNEL = Family(
+    "hami_container_last_kernel_elapsed_seconds", "Seconds since last kernel execution in container", "gauge", _HAMI_CTR
+)
+HAMI_MEMORY_CONTEXT = Family(
+    "hami_vgpu_memory_context_bytes", "Container device memory context size in bytes", "gauge", _HAMI_CTR
+)
+HAMI_MEMORY_MODULE = Family(
+    "hami_vgpu_memory_module_bytes", "Container device memory module size in bytes", "gauge", _HAMI_CTR
+)
+HAMI_MEMORY_BUFFER = Family(
+    "hami_vgpu_memory_buffer_bytes", "Container device memory buffer size in bytes", "gauge", _HAMI_CTR
+)
+HAMI_MIG_DEVICE_INFO = Family(
+    "hami_mig_device_info",
+    "MIG runtime identity for a container allocation",
+    "gauge",
+    _HAMI_CTR[:4] + ("device_uuid", "mig_uuid", "profile", "gpu_instance_id", "compute_instance_id"),
+)
 
 HAMI_HOST = (HAMI_HOST_MEMORY_USED, HAMI_HOST_UTILIZATION, HAMI_HOST_MEMCTL_UTILIZATION)
-HAMI_CONTAINER = (HAMI_VGPU_MEMORY_USED, HAMI_VGPU_MEMORY_LIMIT, HAMI_CONTAINER_MEMORY, HAMI_CONTAINER_UTILIZATION,
-                  HAMI_CONTAINER_LAST_KERNEL, HAMI_MEMORY_CONTEXT, HAMI_MEMORY_MODULE, HAMI_MEMORY_BUFFER)
+HAMI_CONTAINER = (
+    HAMI_VGPU_MEMORY_USED,
+    HAMI_VGPU_MEMORY_LIMIT,
+    HAMI_CONTAINER_MEMORY,
+    HAMI_CONTAINER_UTILIZATION,
+    HAMI_CONTAINER_LAST_KERNEL,
+    HAMI_MEMORY_CONTEXT,
+    HAMI_MEMORY_MODULE,
+    HAMI_MEMORY_BUFFER,
+)
 
 ALL = LEGACY_HOST + LEGACY_CONTAINER + HAMI_HOST + HAMI_CONTAINER + (HAMI_MIG_DEVICE_INFO,)

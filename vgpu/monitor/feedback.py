@@ -19,6 +19,7 @@ Pass 1 and pass 2 both act on ``recent_kernel``; we write the value after both p
 those of the two-pass description, with one syscall fewer and no short-lived intermediate value
 for libvgpu to observe.  These two int32 fields are the only bytes the monitor ever writes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence

@@ -11,6 +11,7 @@ A per-device, per-call NVML error (e.g. ``NOT_SUPPORTED`` utilisation on a MIG-e
 HAMi#1089) only omits that device's series for that family and is counted; it never fails the
 scrape (the sampler keeps a return code per device and family).
 """
+
 from __future__ import annotations
 
 import logging
@@ -41,8 +42,14 @@ class BoundedRefresh(Generic[T]):
     lock of ours.
     """
 
-    def __init__(self, name: str, compute: Callable[[], T], *, bound_s: float = DEFAULT_BOUND_S,
-                 on_result: Callable[[T | None, BaseException | None], None] | None = None):
+    def __init__(
+        self,
+        name: str,
+        compute: Callable[[], T],
+        *,
+        bound_s: float = DEFAULT_BOUND_S,
+        on_result: Callable[[T | None, BaseException | None], None] | None = None,
+    ):
         self.name = name
         self.bound_s = bound_s
         self._compute = compute
@@ -160,7 +167,8 @@ class HostSource:
         self._lock = threading.Lock()
         self.errors: Counter[tuple[str, str, str]] = Counter()  # (device index, call, code name) -> count
         self._refresh: BoundedRefresh[NodeSample] = BoundedRefresh(
-            "monitor-nvml", sampler.sample, bound_s=bound_s, on_result=self._count)
+            "monitor-nvml", sampler.sample, bound_s=bound_s, on_result=self._count
+        )
 
     @property
     def bound_s(self) -> float:

@@ -4,6 +4,7 @@ Optional by design: where inotify is unavailable (no libc symbol, ``ENOSYS``, wa
 reached) the monitor still finds everything on its 5-second scan.  Events only *wake* a scan;
 they are never trusted for what they say about the files.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -96,7 +97,7 @@ class Inotify:
             while pos + _HEADER.size <= len(data):
                 wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)
                 pos += _HEADER.size
-                raw = data[pos:pos + length]
+                raw = data[pos : pos + length]
                 pos += length
                 events.append(Event(wd, mask, raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")))
 

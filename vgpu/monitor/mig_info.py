@@ -11,6 +11,7 @@ Succeeded/Failed are left out, as for the container families (spec choice).
 MIG queries are NVML calls, so they run in a worker (:class:`vgpu.monitor.host.BoundedRefresh`):
 a scrape waits at most the NVML bound and otherwise gets the last good rows.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,9 +38,9 @@ class MigRow(NamedTuple):
     pod: str
     container: str
     vdevice_index: int
-    device_uuid: str   # the parent GPU
+    device_uuid: str  # the parent GPU
     mig_uuid: str
-    profile: str       # the geometry's instance name, e.g. 2g.20gb
+    profile: str  # the geometry's instance name, e.g. 2g.20gb
     gpu_instance_id: int
     compute_instance_id: int
 
@@ -58,14 +59,27 @@ def mig_rows(pods: PodLookup, manager: MigManager) -> list[MigRow]:
                 wanted.append((pod, pod.vgpu_containers[ref.container], ref))
     if not wanted:
         return []
-    found = {(i.gpu_uuid, i.group, i.position): i
-             for i in inventory(manager, [(r.uuid, r.group, r.position) for _, _, r in wanted])}
+    found = {
+        (i.gpu_uuid, i.group, i.position): i
+        for i in inventory(manager, [(r.uuid, r.group, r.position) for _, _, r in wanted])
+    }
     rows = []
     for pod, ctr, ref in wanted:
         info = found.get((ref.uuid, ref.group, ref.position))
         if info is not None:
-            rows.append(MigRow(pod.namespace, pod.name, ctr, ref.vdevice_index, ref.uuid, info.mig_uuid,
-                               info.profile, info.gpu_instance_id, info.compute_instance_id))
+            rows.append(
+                MigRow(
+                    pod.namespace,
+                    pod.name,
+                    ctr,
+                    ref.vdevice_index,
+                    ref.uuid,
+                    info.mig_uuid,
+                    info.profile,
+                    info.gpu_instance_id,
+                    info.compute_instance_id,
+                )
+            )
     return rows
 
 
@@ -75,7 +89,8 @@ class MigInfoSource:
     def __init__(self, pods: PodLookup, manager: MigManager, *, bound_s: float = DEFAULT_BOUND_S):
         self.manager = manager
         self._refresh: BoundedRefresh[list[MigRow]] = BoundedRefresh(
-            "monitor-mig", lambda: mig_rows(pods, manager), bound_s=bound_s)
+            "monitor-mig", lambda: mig_rows(pods, manager), bound_s=bound_s
+        )
 
     def start(self) -> MigInfoSource:
         self._refresh.start()

@@ -5,6 +5,7 @@ The monitor never calls the API while serving a scrape (known-failures M-9): a s
 through the listener of :func:`vgpu.kube.caches.node_pod_cache` (one informer, field selector
 ``spec.nodeName``, no label selector — so pods without any HAMi label are mapped, M-5).
 """
+
 from __future__ import annotations
 
 import threading
@@ -39,7 +40,7 @@ class PodInfo:
     namespace: str
     name: str
     containers: frozenset[str]  # names in spec.containers
-    terminal: bool              # phase Succeeded or Failed: no container metrics, GC may remove (§4.3, §6.3)
+    terminal: bool  # phase Succeeded or Failed: no container metrics, GC may remove (§4.3, §6.3)
     vgpu_containers: tuple[str, ...] = ()  # spec order, those requesting vGPU: segment k of vgpu-ids-new
     bind_phase: str | None = None
     vgpu_ids_new: str | None = None
@@ -60,9 +61,16 @@ class PodInfo:
         if ids:  # only pods the scheduler gave devices need it (hami_mig_device_info)
             names = names or default_resource_names()
             vgpu = tuple(str(c["name"]) for c in specs if requests_vgpu(c, names))
-        return cls(uid, str(meta.get("namespace") or ""), str(meta.get("name") or ""),
-                   frozenset(str(c["name"]) for c in specs), phase in TERMINAL_PHASES, vgpu,
-                   ann.get(keys.BIND_PHASE), ids)
+        return cls(
+            uid,
+            str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""),
+            frozenset(str(c["name"]) for c in specs),
+            phase in TERMINAL_PHASES,
+            vgpu,
+            ann.get(keys.BIND_PHASE),
+            ids,
+        )
 
 
 class PodLookup(Protocol):

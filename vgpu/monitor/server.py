@@ -4,6 +4,7 @@ A small ``ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive (Prometheus re
 connection, so a scrape costs no TCP handshake).  The body is never compressed: rendering is
 cheap and gzip would cost more CPU than it saves on a node-local scrape.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,8 +43,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], metrics: Callable[[], bytes],
-                 health: Callable[[], tuple[bool, str]]):
+    def __init__(self, address: tuple[str, int], metrics: Callable[[], bytes], health: Callable[[], tuple[bool, str]]):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.metrics = metrics
@@ -69,8 +69,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body = self.server.metrics()
             except Exception:  # noqa: BLE001 - a collector bug must not kill the endpoint
                 log.exception("rendering /metrics failed")
-                self._reply(500, b"internal error while collecting metrics\n", "text/plain; charset=utf-8",
-                            send_body)
+                self._reply(500, b"internal error while collecting metrics\n", "text/plain; charset=utf-8", send_body)
                 return
             self._reply(200, body, CONTENT_TYPE, send_body)
         elif path == "/healthz":
@@ -108,8 +107,9 @@ class MetricsServer:
         return str(self._server.server_address[0])
 
     def start(self) -> MetricsServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.5},
-                                        name="monitor-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.5}, name="monitor-http", daemon=True
+        )
         self._thread.start()
         return self
 

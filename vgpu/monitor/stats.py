@@ -3,6 +3,7 @@
 Plain numbers behind one lock: the loop thread and HTTP threads update them, the self-metrics
 collector reads them at scrape time.
 """
+
 from __future__ import annotations
 
 import threading

@@ -6,6 +6,7 @@ run time and initialises NVML.  ``vgpu.nvml.sampler`` (the per-tick sample) and
 ``vgpu.nvml.mig_calls`` (the MIG calls) build on this class; each instance is one
 ``nvmlInit`` ... ``nvmlShutdown`` pair.
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,8 +55,12 @@ class NvmlContext:
         text = ffi.string(buf).decode()
         self.missing_symbols: tuple[str, ...] = tuple(s for s in text.split(",") if s)
         if n:
-            log.warning("NVML library %s lacks %d optional entry points (those features answer "
-                        "FUNCTION_NOT_FOUND): %s", self.library, n, text)
+            log.warning(
+                "NVML library %s lacks %d optional entry points (those features answer FUNCTION_NOT_FOUND): %s",
+                self.library,
+                n,
+                text,
+            )
 
     # -- context -------------------------------------------------------------------------
 
@@ -77,7 +82,7 @@ class NvmlContext:
             if ctx is not None:
                 lib.vnv_close(ctx)
 
-    def __enter__(self) -> "NvmlContext":
+    def __enter__(self) -> NvmlContext:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -100,8 +105,9 @@ class NvmlContext:
         with self.lock:
             rc = lib.vnv_refresh(self.ctx, err, _ERR_LEN)
             if rc != NVML_SUCCESS:
-                raise NvmlError(rc, ffi.string(err).decode("utf-8", "replace"),
-                                function="nvmlDeviceGetCount", library=self.library)
+                raise NvmlError(
+                    rc, ffi.string(err).decode("utf-8", "replace"), function="nvmlDeviceGetCount", library=self.library
+                )
             return int(lib.vnv_device_count(self.ctx))
 
     def error_string(self, code: int) -> str:

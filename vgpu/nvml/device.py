@@ -1,4 +1,5 @@
 """What the rest of the system knows about one physical GPU."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

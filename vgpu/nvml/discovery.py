@@ -5,6 +5,7 @@ the convenient Python binding; the per-tick hot path is the cffi sampler
 (``vgpu.nvml.sampler``).  Every ``discover_gpus`` call is one ``nvmlInit`` ... ``nvmlShutdown``
 pair, so it never leaves NVML initialised behind its caller's back.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,8 +52,7 @@ def pci_sysfs_numa_node(pci_bus_id: str, sysfs_root: str | pathlib.Path = "/sys"
     return node if node >= 0 else None
 
 
-def _numa_node(library: str, index: int, handle: Any, pci_bus_id: str,
-               sysfs_root: str | pathlib.Path) -> int | None:
+def _numa_node(library: str, index: int, handle: Any, pci_bus_id: str, sysfs_root: str | pathlib.Path) -> int | None:
     fn = getattr(pynvml, "nvmlDeviceGetNumaNodeId", None)
     if fn is not None:
         try:
@@ -60,8 +60,9 @@ def _numa_node(library: str, index: int, handle: Any, pci_bus_id: str,
             return node if node >= 0 else None
         except pynvml.NVMLError as exc:
             if exc.value not in _ABSENT:
-                raise NvmlError(exc.value, str(exc), function=f"nvmlDeviceGetNumaNodeId(device {index})",
-                                library=library) from exc
+                raise NvmlError(
+                    exc.value, str(exc), function=f"nvmlDeviceGetNumaNodeId(device {index})", library=library
+                ) from exc
     # Drivers before nvmlDeviceGetNumaNodeId: the kernel knows it.
     return pci_sysfs_numa_node(pci_bus_id, sysfs_root)
 
@@ -73,8 +74,7 @@ def _mig(library: str, index: int, handle: Any) -> tuple[bool, bool]:
     except pynvml.NVMLError as exc:
         if exc.value in _ABSENT:
             return False, False
-        raise NvmlError(exc.value, str(exc), function=f"nvmlDeviceGetMigMode(device {index})",
-                        library=library) from exc
+        raise NvmlError(exc.value, str(exc), function=f"nvmlDeviceGetMigMode(device {index})", library=library) from exc
     return True, current == pynvml.NVML_DEVICE_MIG_ENABLE
 
 
@@ -86,8 +86,7 @@ def _describe(library: str, index: int, sysfs_root: str | pathlib.Path) -> GpuIn
     pci = call("nvmlDeviceGetPciInfo", pynvml.nvmlDeviceGetPciInfo, handle)
     pci_bus_id = pynvml_text(pci.busId)
     memory = call("nvmlDeviceGetMemoryInfo", pynvml.nvmlDeviceGetMemoryInfo, handle)
-    major, minor_cc = call("nvmlDeviceGetCudaComputeCapability",
-                           pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    major, minor_cc = call("nvmlDeviceGetCudaComputeCapability", pynvml.nvmlDeviceGetCudaComputeCapability, handle)
     mig_capable, mig_mode = _mig(library, index, handle)
     return GpuInfo(
         index=index,

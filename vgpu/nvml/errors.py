@@ -4,6 +4,7 @@ Discovery goes through nvidia-ml-py, sampling and MIG through the cffi layer; ca
 should not care which.  ``NvmlError.code`` is the raw ``nvmlReturn_t`` so MIG code can
 branch on e.g. ``NVML_ERROR_IN_USE`` without importing pynvml.
 """
+
 from __future__ import annotations
 
 # nvmlReturn_t values (NVML documentation; stable across driver versions).
@@ -42,8 +43,10 @@ NVML_ERROR_UNKNOWN = 999
 _NAMES = {value: name for name, value in globals().items() if name.startswith("NVML_")}
 
 # Hint that health.md §6 asks for when NVML cannot start at all.
-INIT_HINT = ("is the NVIDIA runtime configured for this container, and are the driver "
-             "libraries and /dev/nvidia* device nodes present?")
+INIT_HINT = (
+    "is the NVIDIA runtime configured for this container, and are the driver "
+    "libraries and /dev/nvidia* device nodes present?"
+)
 
 
 def code_name(code: int) -> str:

@@ -13,6 +13,7 @@ Three parts:
 - ``HealthMonitor``: event registration (§1), the wait loop (§2) and the optional
   recovery window (§5).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -68,7 +69,7 @@ class XidPolicy:
     disabled: Mapping[int, bool]
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> "XidPolicy":
+    def from_env(cls, environ: Mapping[str, str]) -> XidPolicy:
         disabled = {k: True for k in parse_xid_list(environ.get(DISABLE_ENV))}
         for x in DEFAULT_IGNORED_XIDS:
             disabled[x] = True
@@ -129,6 +130,7 @@ class GpuHealth:
             with self._lock:
                 if listener in self._listeners:
                     self._listeners.remove(listener)
+
         return unsubscribe
 
     def set(self, changes: Mapping[str, bool], reason: str) -> dict[str, bool]:
@@ -180,8 +182,13 @@ class RecoveryTimers:
     One thread sleeps until the nearest deadline (no per-GPU threads, no polling).
     """
 
-    def __init__(self, health: GpuHealth, seconds: float, probe: Callable[[str], bool] = nvml_probe,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        health: GpuHealth,
+        seconds: float,
+        probe: Callable[[str], bool] = nvml_probe,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.health = health
         self.seconds = seconds
         self.probe = probe
@@ -249,8 +256,9 @@ class RecoveryTimers:
 # ---------------------------------------------------------------------------------------
 # The NVML event loop (health.md §1-§2)
 
-EVENT_MASK = (pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypeDoubleBitEccError
-              | pynvml.nvmlEventTypeSingleBitEccError)
+EVENT_MASK = (
+    pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypeDoubleBitEccError | pynvml.nvmlEventTypeSingleBitEccError
+)
 WAIT_TIMEOUT_MS = 5000
 
 
@@ -303,9 +311,12 @@ class HealthMonitor:
             for uuid in self.uuids:
                 if not self.health.is_healthy(uuid) and uuid not in self._permanent:
                     self._recovery.arm(uuid)
-        log.info("health checks running for %d GPU(s) (%d with events); ignored XIDs: %s",
-                 len(self.gpus), len(self.monitored),
-                 sorted(x for x, v in self.policy.disabled.items() if v))
+        log.info(
+            "health checks running for %d GPU(s) (%d with events); ignored XIDs: %s",
+            len(self.gpus),
+            len(self.monitored),
+            sorted(x for x, v in self.policy.disabled.items() if v),
+        )
         self._thread = threading.Thread(target=self._loop, name="vgpu-health", daemon=True)
         self._thread.start()
 
@@ -381,8 +392,9 @@ class HealthMonitor:
 
     def _handle(self, data: Any, ours: set[str]) -> None:
         if data.eventType != pynvml.nvmlEventTypeXidCriticalError:
-            log.info("Skipping non-nvmlEventTypeXidCriticalError event: type=0x%x data=%d",
-                     data.eventType, data.eventData)
+            log.info(
+                "Skipping non-nvmlEventTypeXidCriticalError event: type=0x%x data=%d", data.eventType, data.eventData
+            )
             return
         xid = int(data.eventData)
         if self.policy.is_disabled(xid):
@@ -391,8 +403,7 @@ class HealthMonitor:
         try:
             uuid = pynvml_text(pynvml.nvmlDeviceGetUUID(data.device))
         except pynvml.NVMLError as exc:
-            log.error("XidCriticalError: Xid=%d on an unidentifiable device (%s); marking all GPUs unhealthy",
-                      xid, exc)
+            log.error("XidCriticalError: Xid=%d on an unidentifiable device (%s); marking all GPUs unhealthy", xid, exc)
             self._mark(self.uuids, f"Xid {xid} on an unidentifiable device")
             return
         if uuid not in ours:

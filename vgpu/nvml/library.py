@@ -8,6 +8,7 @@ tests and the demo would only be half in effect.
 Code outside ``vgpu.nvml`` calls :func:`init_nvml`, whose failures are ``NvmlError``: the
 nvidia-ml-py types stay inside this package.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -68,8 +69,9 @@ def init_nvml(library: str | None = None) -> str:
     except pynvml.NVMLError as exc:
         cause = exc.__cause__
         if exc.value == NVML_ERROR_LIBRARY_NOT_FOUND and cause is not None:
-            raise NvmlLibraryError(exc.value, f"cannot load NVML library: {cause}; {INIT_HINT}",
-                                   function="dlopen", library=path) from exc
+            raise NvmlLibraryError(
+                exc.value, f"cannot load NVML library: {cause}; {INIT_HINT}", function="dlopen", library=path
+            ) from exc
         raise NvmlError(exc.value, f"{exc}; {INIT_HINT}", function="nvmlInit", library=path) from exc
     except RuntimeError as exc:  # another library is already loaded into this process
         raise NvmlLibraryError(NVML_ERROR_UNKNOWN, str(exc), function="nvmlInit", library=path) from exc

@@ -18,6 +18,7 @@ calls themselves.  Per-thread, because one ``MigNvml`` serves every GPU and the 
 serialises per GPU.  Handle wrappers and placements of the bulk reads are interned (value
 objects: an equal one is reused instead of built again).
 """
+
 from __future__ import annotations
 
 import threading
@@ -38,8 +39,8 @@ NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
 CI_PROFILE_FOR_SLICES = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
 
 _UUID_LEN = lib.VNV_UUID_LEN
-_BULK_CAP = 64          # GIs / CIs / MIG devices one bulk read returns (a GPU has at most 8 of each)
-_INTERN_MAX = 4096      # interned handles/placements kept before the tables are cleared
+_BULK_CAP = 64  # GIs / CIs / MIG devices one bulk read returns (a GPU has at most 8 of each)
+_INTERN_MAX = 4096  # interned handles/placements kept before the tables are cleared
 
 
 def _row_words(struct: str, first_word: str, pointer: str | None) -> tuple[int, int, int]:
@@ -53,9 +54,10 @@ def _row_words(struct: str, first_word: str, pointer: str | None) -> tuple[int, 
 
 _GI_WORDS, _GI_HEAD, _GI_PTRS = _row_words("vnv_gi_row", "query", "handle")
 _CI_WORDS, _CI_HEAD, _CI_PTRS = _row_words("vnv_ci_row", "id", "handle")
-if [ffi.offsetof("vnv_gi_row", f) // 4 - _GI_HEAD for f in
-        ("query", "id", "profile_id", "placement_start", "placement_size", "ci_first", "ci_count", "cis_read")] \
-        != list(range(8)) or ffi.offsetof("vnv_ci_row", "ci_profile") // 4 != _CI_HEAD + 1:
+if [
+    ffi.offsetof("vnv_gi_row", f) // 4 - _GI_HEAD
+    for f in ("query", "id", "profile_id", "placement_start", "placement_size", "ci_first", "ci_count", "cis_read")
+] != list(range(8)) or ffi.offsetof("vnv_ci_row", "ci_profile") // 4 != _CI_HEAD + 1:
     raise ImportError("unexpected field order in vnv_gi_row / vnv_ci_row")
 _MIG_ROW = ffi.sizeof("vnv_mig_device_row")
 _MIG_WORDS = _MIG_ROW // 4
@@ -95,7 +97,7 @@ class Placement:
 
 @dataclass(frozen=True)
 class GpuInstanceProfile:
-    id: int                     # the profileId every other GI call takes
+    id: int  # the profileId every other GI call takes
     slice_count: int
     instance_count: int
     multiprocessor_count: int
@@ -106,7 +108,7 @@ class GpuInstanceProfile:
     ofa_count: int
     memory_size_mb: int
     is_p2p_supported: bool
-    name: str | None            # e.g. "MIG 1g.10gb"; None when only the v1 call exists
+    name: str | None  # e.g. "MIG 1g.10gb"; None when only the v1 call exists
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ class GpuInstanceInfo:
     id: int
     profile_id: int
     placement: Placement
-    device_index: int | None    # parent in this context's NVML index order
+    device_index: int | None  # parent in this context's NVML index order
 
 
 @dataclass(frozen=True)
@@ -166,11 +168,11 @@ class GiRow(NamedTuple):
     """One GPU instance of a bulk instance read (internal row type of ``vgpu.mig.existing``)."""
 
     handle: GpuInstance
-    query: int                  # index of the InstanceQuery entry it was listed under
+    query: int  # index of the InstanceQuery entry it was listed under
     id: int
     profile_id: int
     placement: Placement
-    cis: list[tuple[ComputeInstance, int, int]] | None   # (handle, id, CI-profile index); None: not read
+    cis: list[tuple[ComputeInstance, int, int]] | None  # (handle, id, CI-profile index); None: not read
 
 
 class MigDeviceRow(NamedTuple):
@@ -243,7 +245,7 @@ class MigNvml:
         if self._owns_native:
             self.native.close()
 
-    def __enter__(self) -> "MigNvml":
+    def __enter__(self) -> MigNvml:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -306,11 +308,19 @@ class MigNvml:
         rc = lib.vnv_gi_profile_info(self.native.ctx, device.ptr, profile, o)
         self.native.check(rc, f"nvmlDeviceGetGpuInstanceProfileInfoV(profile {profile})")
         return GpuInstanceProfile(
-            id=o.id, slice_count=o.slice_count, instance_count=o.instance_count,
-            multiprocessor_count=o.multiprocessor_count, copy_engine_count=o.copy_engine_count,
-            decoder_count=o.decoder_count, encoder_count=o.encoder_count, jpeg_count=o.jpeg_count,
-            ofa_count=o.ofa_count, memory_size_mb=int(o.memory_size_mb),
-            is_p2p_supported=bool(o.is_p2p_supported), name=_name(o.has_name, o.name))
+            id=o.id,
+            slice_count=o.slice_count,
+            instance_count=o.instance_count,
+            multiprocessor_count=o.multiprocessor_count,
+            copy_engine_count=o.copy_engine_count,
+            decoder_count=o.decoder_count,
+            encoder_count=o.encoder_count,
+            jpeg_count=o.jpeg_count,
+            ofa_count=o.ofa_count,
+            memory_size_mb=int(o.memory_size_mb),
+            is_p2p_supported=bool(o.is_p2p_supported),
+            name=_name(o.has_name, o.name),
+        )
 
     def gpu_instance_possible_placements(self, device: DeviceHandle, profile_id: int) -> list[Placement]:
         cap = lib.VNV_MAX_INSTANCES
@@ -319,18 +329,23 @@ class MigNvml:
         self.native.check(rc, f"nvmlDeviceGetGpuInstancePossiblePlacements_v2(profileId {profile_id})")
         return [Placement(out[k].start, out[k].size) for k in range(count[0])]
 
-    def create_gpu_instance(self, device: DeviceHandle, profile_id: int,
-                            placement: Placement | None = None) -> GpuInstance:
+    def create_gpu_instance(
+        self, device: DeviceHandle, profile_id: int, placement: Placement | None = None
+    ) -> GpuInstance:
         """Create a GI, at ``placement`` when given (``…WithPlacement``), else where NVML chooses."""
         out = ffi.new("vnv_gpu_instance_t *")
         if placement is None:
             rc = lib.vnv_gi_create(self.native.ctx, device.ptr, profile_id, out)
             self.native.check(rc, f"nvmlDeviceCreateGpuInstance(profileId {profile_id})")
         else:
-            rc = lib.vnv_gi_create_with_placement(self.native.ctx, device.ptr, profile_id,
-                                                  placement.start, placement.size, out)
-            self.native.check(rc, f"nvmlDeviceCreateGpuInstanceWithPlacement(profileId {profile_id}, "
-                            f"start {placement.start}, size {placement.size})")
+            rc = lib.vnv_gi_create_with_placement(
+                self.native.ctx, device.ptr, profile_id, placement.start, placement.size, out
+            )
+            self.native.check(
+                rc,
+                f"nvmlDeviceCreateGpuInstanceWithPlacement(profileId {profile_id}, "
+                f"start {placement.start}, size {placement.size})",
+            )
         return GpuInstance(out[0])
 
     def gpu_instances(self, device: DeviceHandle, profile_id: int) -> list[GpuInstance]:
@@ -351,8 +366,9 @@ class MigNvml:
         with self.native.lock:  # reads the device table to name the parent
             rc = lib.vnv_gi_get_info(self.native.ctx, gi.ptr, o)
         self.native.check(rc, "nvmlGpuInstanceGetInfo")
-        return GpuInstanceInfo(o.id, o.profile_id, Placement(o.placement_start, o.placement_size),
-                               _index(o.device_index))
+        return GpuInstanceInfo(
+            o.id, o.profile_id, Placement(o.placement_start, o.placement_size), _index(o.device_index)
+        )
 
     def destroy_gpu_instance(self, gi: GpuInstance) -> None:
         """``NVML_ERROR_IN_USE`` when it still has compute instances or processes."""
@@ -360,19 +376,27 @@ class MigNvml:
 
     # -- compute instances -----------------------------------------------------------------
 
-    def compute_instance_profile_info(self, gi: GpuInstance, profile: int,
-                                      eng_profile: int = NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
-                                      ) -> ComputeInstanceProfile:
+    def compute_instance_profile_info(
+        self,
+        gi: GpuInstance,
+        profile: int,
+        eng_profile: int = NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+    ) -> ComputeInstanceProfile:
         o = ffi.new("vnv_ci_profile *")
         rc = lib.vnv_ci_profile_info(self.native.ctx, gi.ptr, profile, eng_profile, o)
         self.native.check(rc, f"nvmlGpuInstanceGetComputeInstanceProfileInfoV(profile {profile})")
         return ComputeInstanceProfile(
-            id=o.id, slice_count=o.slice_count, instance_count=o.instance_count,
+            id=o.id,
+            slice_count=o.slice_count,
+            instance_count=o.instance_count,
             multiprocessor_count=o.multiprocessor_count,
             shared_copy_engine_count=o.shared_copy_engine_count,
-            shared_decoder_count=o.shared_decoder_count, shared_encoder_count=o.shared_encoder_count,
-            shared_jpeg_count=o.shared_jpeg_count, shared_ofa_count=o.shared_ofa_count,
-            name=_name(o.has_name, o.name))
+            shared_decoder_count=o.shared_decoder_count,
+            shared_encoder_count=o.shared_encoder_count,
+            shared_jpeg_count=o.shared_jpeg_count,
+            shared_ofa_count=o.shared_ofa_count,
+            name=_name(o.has_name, o.name),
+        )
 
     def create_compute_instance(self, gi: GpuInstance, profile_id: int) -> ComputeInstance:
         out = ffi.new("vnv_compute_instance_t *")
@@ -392,8 +416,13 @@ class MigNvml:
         with self.native.lock:
             rc = lib.vnv_ci_get_info(self.native.ctx, ci.ptr, o)
         self.native.check(rc, "nvmlComputeInstanceGetInfo_v2")
-        return ComputeInstanceInfo(o.id, o.profile_id, Placement(o.placement_start, o.placement_size),
-                                   _index(o.device_index), GpuInstance(o.gpu_instance))
+        return ComputeInstanceInfo(
+            o.id,
+            o.profile_id,
+            Placement(o.placement_start, o.placement_size),
+            _index(o.device_index),
+            GpuInstance(o.gpu_instance),
+        )
 
     def destroy_compute_instance(self, ci: ComputeInstance) -> None:
         """``NVML_ERROR_IN_USE`` when processes run on it."""
@@ -415,8 +444,9 @@ class MigNvml:
         ``gpu_instance_info`` + ``compute_instances`` + ``compute_instance_info`` do."""
         s = self._scratch
         gis, cis, st = s.gis, s.cis, s.status
-        rc = lib.vnv_mig_read_instances(self.native.ctx, device.ptr, query.cdata, query.count,
-                                        gis, _BULK_CAP, cis, _BULK_CAP, st)
+        rc = lib.vnv_mig_read_instances(
+            self.native.ctx, device.ptr, query.cdata, query.count, gis, _BULK_CAP, cis, _BULK_CAP, st
+        )
         if rc != 0:
             raise self.native.error(rc, _bulk_function(st.call, st.arg))
         n_gi, n_ci = st.n_gi, st.n_ci
@@ -432,10 +462,10 @@ class MigNvml:
         out = []
         for k in range(n_gi):
             o = k * _GI_WORDS + _GI_HEAD
-            query_index, gi_id, profile_id, start, size, first, count, read = gv[o:o + 8]
+            query_index, gi_id, profile_id, start, size, first, count, read = gv[o : o + 8]
             addr = gp[k * _GI_PTRS]
             h = gi_handles.get(addr)
-            if h is None:   # cdata pointers and GpuInstance compare by address: reuse is exact
+            if h is None:  # cdata pointers and GpuInstance compare by address: reuse is exact
                 if len(gi_handles) >= _INTERN_MAX:
                     gi_handles.clear()
                 h = gi_handles[addr] = GpuInstance(gis[k].handle)
@@ -472,7 +502,7 @@ class MigNvml:
         out = []
         for k in range(n):
             w, b = k * _MIG_WORDS, k * _MIG_ROW + _MIG_UUID_AT
-            uuid = raw[b:b + _UUID_LEN].split(b"\0", 1)[0].decode("utf-8", "replace")
+            uuid = raw[b : b + _UUID_LEN].split(b"\0", 1)[0].decode("utf-8", "replace")
             out.append(_new_tuple(MigDeviceRow, (words[w], words[w + 1], words[w + 2], uuid)))
         return out
 
@@ -480,8 +510,9 @@ class MigNvml:
 
     def max_mig_device_count(self, device: DeviceHandle) -> int:
         count = ffi.new("uint32_t *")
-        self.native.check(lib.vnv_max_mig_device_count(self.native.ctx, device.ptr, count),
-                    "nvmlDeviceGetMaxMigDeviceCount")
+        self.native.check(
+            lib.vnv_max_mig_device_count(self.native.ctx, device.ptr, count), "nvmlDeviceGetMaxMigDeviceCount"
+        )
         return int(count[0])
 
     def mig_device_by_index(self, device: DeviceHandle, index: int) -> DeviceHandle:
@@ -503,22 +534,38 @@ class MigNvml:
 
     def mig_compute_instance_id(self, mig: DeviceHandle) -> int:
         out = ffi.new("uint32_t *")
-        self.native.check(lib.vnv_mig_compute_instance_id(self.native.ctx, mig.ptr, out),
-                    "nvmlDeviceGetComputeInstanceId")
+        self.native.check(
+            lib.vnv_mig_compute_instance_id(self.native.ctx, mig.ptr, out), "nvmlDeviceGetComputeInstanceId"
+        )
         return int(out[0])
 
     def parent_device(self, mig: DeviceHandle) -> DeviceHandle:
         out = ffi.new("vnv_device_t *")
-        self.native.check(lib.vnv_parent_of_mig_device(self.native.ctx, mig.ptr, out),
-                    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle")
+        self.native.check(
+            lib.vnv_parent_of_mig_device(self.native.ctx, mig.ptr, out), "nvmlDeviceGetDeviceHandleFromMigDeviceHandle"
+        )
         return DeviceHandle(out[0])
 
 
 __all__ = [
-    "CI_PROFILE_FOR_SLICES", "ComputeInstance", "ComputeInstanceInfo", "ComputeInstanceProfile",
-    "DeviceHandle", "GiRow", "GpuInstance", "GpuInstanceInfo", "GpuInstanceProfile", "InstanceQuery",
-    "MigDeviceRow", "MigNvml",
-    "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", "NVML_COMPUTE_INSTANCE_PROFILE_COUNT",
-    "NVML_DEVICE_MIG_DISABLE", "NVML_DEVICE_MIG_ENABLE",
-    "NVML_GPU_INSTANCE_PROFILE_COUNT", "NvmlError", "Placement", "instance_query",
+    "CI_PROFILE_FOR_SLICES",
+    "ComputeInstance",
+    "ComputeInstanceInfo",
+    "ComputeInstanceProfile",
+    "DeviceHandle",
+    "GiRow",
+    "GpuInstance",
+    "GpuInstanceInfo",
+    "GpuInstanceProfile",
+    "InstanceQuery",
+    "MigDeviceRow",
+    "MigNvml",
+    "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED",
+    "NVML_COMPUTE_INSTANCE_PROFILE_COUNT",
+    "NVML_DEVICE_MIG_DISABLE",
+    "NVML_DEVICE_MIG_ENABLE",
+    "NVML_GPU_INSTANCE_PROFILE_COUNT",
+    "NvmlError",
+    "Placement",
+    "instance_query",
 ]

@@ -13,6 +13,7 @@ newer than the newest one already seen on that device, so ``sm_util`` is ``None`
 the process produced no new sample since the previous ``sample()`` (NVML answers
 ``NOT_FOUND`` when no process did; ``process_util_rc`` then says so).
 """
+
 from __future__ import annotations
 
 import struct
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu._native import ffi, lib
-from vgpu.nvml.errors import NVML_SUCCESS
 from vgpu.nvml.context import NvmlContext
+from vgpu.nvml.errors import NVML_SUCCESS
 
 DEFAULT_MAX_PROCESSES = 64
 
@@ -36,10 +37,10 @@ class ProcessSample:
     """One running compute process on a device."""
 
     pid: int
-    used_memory_bytes: int | None     # None: NVML could not tell (NVML_VALUE_NOT_AVAILABLE)
-    gpu_instance_id: int | None       # None: not on a MIG instance
+    used_memory_bytes: int | None  # None: NVML could not tell (NVML_VALUE_NOT_AVAILABLE)
+    gpu_instance_id: int | None  # None: not on a MIG instance
     compute_instance_id: int | None
-    sm_util: int | None               # percent; None: no new utilisation sample
+    sm_util: int | None  # percent; None: no new utilisation sample
     mem_util: int | None
 
 
@@ -57,7 +58,7 @@ class DeviceSample:
     utilization_memory: int | None
     processes_rc: int
     processes: tuple[ProcessSample, ...]
-    process_total: int                # processes NVML reported; > len(processes) when truncated
+    process_total: int  # processes NVML reported; > len(processes) when truncated
     processes_truncated: bool
     process_util_rc: int
 
@@ -75,8 +76,9 @@ class NodeSample:
 _DEVICE = struct.Struct("=5i7I4Q")
 _PROCESS = struct.Struct("=3I2iI2Q")
 if _DEVICE.size != ffi.sizeof("vnv_device_sample") or _PROCESS.size != ffi.sizeof("vnv_process_sample"):
-    raise ImportError("vgpu._native is out of date with vgpu/nvml/sampler.py (struct size mismatch); "
-                      "rebuild the extension")
+    raise ImportError(
+        "vgpu._native is out of date with vgpu/nvml/sampler.py (struct size mismatch); rebuild the extension"
+    )
 _ID_NONE = lib.VNV_ID_NONE
 _NO_SAMPLE = lib.VNV_NO_SAMPLE
 _NOT_AVAILABLE = lib.VNV_VALUE_NOT_AVAILABLE
@@ -92,26 +94,52 @@ def _processes(raw: bytes) -> tuple[ProcessSample, ...]:
             None if sm == _NO_SAMPLE else sm,
             None if mem == _NO_SAMPLE else mem,
         )
-        for pid, gi, ci, sm, mem, _r, used, _ts in _PROCESS.iter_unpack(raw))
+        for pid, gi, ci, sm, mem, _r, used, _ts in _PROCESS.iter_unpack(raw)
+    )
 
 
 def _convert(n: int, devices: Any, processes: Any, per_device: int) -> tuple[DeviceSample, ...]:
     dev_raw = ffi.buffer(devices, n * _DEVICE.size)
     proc_raw = ffi.buffer(processes, n * per_device * _PROCESS.size) if per_device else b""
     out = []
-    for i, (handle_rc, mem_rc, util_rc, procs_rc, putil_rc, ugpu, umem, count, total, truncated,
-            _samples, _r, mtotal, mused, mfree, _seen) in enumerate(_DEVICE.iter_unpack(dev_raw)):
+    for i, (
+        handle_rc,
+        mem_rc,
+        util_rc,
+        procs_rc,
+        putil_rc,
+        ugpu,
+        umem,
+        count,
+        total,
+        truncated,
+        _samples,
+        _r,
+        mtotal,
+        mused,
+        mfree,
+        _seen,
+    ) in enumerate(_DEVICE.iter_unpack(dev_raw)):
         mem_ok = mem_rc == NVML_SUCCESS
         util_ok = util_rc == NVML_SUCCESS
         base = i * per_device * _PROCESS.size
-        out.append(DeviceSample(
-            i, mem_rc,
-            mtotal if mem_ok else None, mused if mem_ok else None, mfree if mem_ok else None,
-            util_rc, ugpu if util_ok else None, umem if util_ok else None,
-            procs_rc,
-            _processes(proc_raw[base:base + count * _PROCESS.size]) if count else (),
-            total, bool(truncated), putil_rc,
-        ))
+        out.append(
+            DeviceSample(
+                i,
+                mem_rc,
+                mtotal if mem_ok else None,
+                mused if mem_ok else None,
+                mfree if mem_ok else None,
+                util_rc,
+                ugpu if util_ok else None,
+                umem if util_ok else None,
+                procs_rc,
+                _processes(proc_raw[base : base + count * _PROCESS.size]) if count else (),
+                total,
+                bool(truncated),
+                putil_rc,
+            )
+        )
     return tuple(out)
 
 
@@ -123,8 +151,13 @@ class Sampler:
     Thread-safe: calls are serialised.
     """
 
-    def __init__(self, library: str | None = None, *, max_processes: int = DEFAULT_MAX_PROCESSES,
-                 native: NvmlContext | None = None) -> None:
+    def __init__(
+        self,
+        library: str | None = None,
+        *,
+        max_processes: int = DEFAULT_MAX_PROCESSES,
+        native: NvmlContext | None = None,
+    ) -> None:
         if not 0 <= max_processes <= lib.VNV_MAX_PROCESS_SCRATCH:
             raise ValueError(f"max_processes must be 0..{lib.VNV_MAX_PROCESS_SCRATCH}, got {max_processes}")
         self._owns_native = native is None
@@ -194,7 +227,7 @@ class Sampler:
         if self._owns_native:
             self.native.close()
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,6 +18,7 @@ The kubelet calls Allocate once per container and resource and says nothing abou
 GetPreferredAllocation steers to the candidate's GPUs (:mod:`vgpu.plugin.preference`) and names
 kubelet-side shortages (:mod:`vgpu.plugin.shortage`).  One process-wide lock serialises every call (§5).
 """
+
 from __future__ import annotations
 
 import logging
@@ -70,10 +71,10 @@ this keeps one admission near 10 s even when every request hangs."""
 
 @dataclass
 class AllocatorStats:
-    allocations: int = 0        # primary calls served
-    empty: int = 0              # non-primary / cores calls
+    allocations: int = 0  # primary calls served
+    empty: int = 0  # non-primary / cores calls
     failures: int = 0
-    completed: int = 0          # pods that reached bind-phase=success
+    completed: int = 0  # pods that reached bind-phase=success
     resyncs: int = 0
     failed_on_sight: int = 0
 
@@ -81,10 +82,19 @@ class AllocatorStats:
 class VolcanoAllocator:
     """The :class:`vgpu.plugin.responses.Allocator` of all three resources (one instance, one lock)."""
 
-    def __init__(self, *, node_name: str, client: KubeClient, pods: PodSource,
-                 config: Callable[[], EffectiveConfig], hook_path: str = paths.DEFAULT_HOOK_PATH,
-                 vgpulock_dir: str = paths.VGPULOCK_DIR, retry: RetryQueue | None = None,
-                 mig: MigApplier | None = None, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        *,
+        node_name: str,
+        client: KubeClient,
+        pods: PodSource,
+        config: Callable[[], EffectiveConfig],
+        hook_path: str = paths.DEFAULT_HOOK_PATH,
+        vgpulock_dir: str = paths.VGPULOCK_DIR,
+        retry: RetryQueue | None = None,
+        mig: MigApplier | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.node_name = node_name
         self.client = client
         self.pods = PodViews(pods)
@@ -102,7 +112,7 @@ class VolcanoAllocator:
 
     # ================================================================ Allocator protocol
 
-    def allocate(self, resource: "ResourceManager", request: pb.AllocateRequest) -> pb.AllocateResponse:
+    def allocate(self, resource: ResourceManager, request: pb.AllocateRequest) -> pb.AllocateResponse:
         if resource.kind is ResourceKind.CORES:
             return pb.AllocateResponse(container_responses=[container_response() for _ in request.container_requests])
         if len(request.container_requests) != 1:
@@ -111,8 +121,9 @@ class VolcanoAllocator:
         with self.client.deadline(ALLOCATE_BUDGET_S), self._lock:
             return pb.AllocateResponse(container_responses=[self._allocate(resource, ids)])
 
-    def preferred_allocation(self, resource: "ResourceManager",
-                             request: pb.PreferredAllocationRequest) -> pb.PreferredAllocationResponse:
+    def preferred_allocation(
+        self, resource: ResourceManager, request: pb.PreferredAllocationRequest
+    ) -> pb.PreferredAllocationResponse:
         key, uuid_of, out = id_order(resource), gpu_of(resource), []
         with self.client.deadline(OPTIONAL_BUDGET_S), self._lock:
             views = self._views()
@@ -127,18 +138,28 @@ class VolcanoAllocator:
                     if cands:
                         best = matching.order(cands, self._active)[0]
                         targets = tuple(dict.fromkeys(d.uuid for d in best.devices))
-                        log.info("GetPreferredAllocation(%d): steering to %s of pod %s", r.allocation_size,
-                                 ",".join(targets), best.view.key)
-                        for view, message in self.shortage.warnings(resource, views, r, best, self.journal,
-                                                                    self.config().split_count):
+                        log.info(
+                            "GetPreferredAllocation(%d): steering to %s of pod %s",
+                            r.allocation_size,
+                            ",".join(targets),
+                            best.view.key,
+                        )
+                        for view, message in self.shortage.warnings(
+                            resource, views, r, best, self.journal, self.config().split_count
+                        ):
                             self.writes.pod_event(view, ev.REASON_KUBELET_SHORTAGE, message)
-                out.append(pb.ContainerPreferredAllocationResponse(deviceIDs=preferred_ids(
-                    r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size, key, targets, uuid_of)))
+                out.append(
+                    pb.ContainerPreferredAllocationResponse(
+                        deviceIDs=preferred_ids(
+                            r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size, key, targets, uuid_of
+                        )
+                    )
+                )
         return pb.PreferredAllocationResponse(container_responses=out)
 
     # ================================================================ the sequence (§5.2)
 
-    def _allocate(self, resource: "ResourceManager", ids: list[str]) -> pb.ContainerAllocateResponse:
+    def _allocate(self, resource: ResourceManager, ids: list[str]) -> pb.ContainerAllocateResponse:
         kind, n, uuid_of = resource.kind, len(ids), gpu_of(resource)
         malformed: list[matching.Malformed] = []
         cands = self._candidates(self._views(), kind, n, malformed)
@@ -159,16 +180,26 @@ class VolcanoAllocator:
             return self._no_candidate(resource, kind, n)
         pick = matching.choose(cands, kind, ids, uuid_of, self._active)
         if len(cands) > 1:
-            log.info("%d candidate pods for %s; chose %s (in progress: %s)", len(cands), kind.value,
-                     pick.view.key, pick.view.uid == self._active)
+            log.info(
+                "%d candidate pods for %s; chose %s (in progress: %s)",
+                len(cands),
+                kind.value,
+                pick.view.key,
+                pick.view.uid == self._active,
+            )
         view, target = pick.view, pick.target
         try:
             if view.init_requests_vgpu:
                 raise AllocationError(ERR_INIT)
             if not pick.primary:
                 self.stats.empty += 1
-                log.info("%s: %s for container %s of %s is not its primary resource: empty response",
-                         resource.resource_name, n, target.name, view.key)
+                log.info(
+                    "%s: %s for container %s of %s is not its primary resource: empty response",
+                    resource.resource_name,
+                    n,
+                    target.name,
+                    view.key,
+                )
                 resp = container_response()
             else:
                 resp = self._serve(resource, view, target, pick.devices)
@@ -178,8 +209,9 @@ class VolcanoAllocator:
         self.journal.of(view).served.add((target.index, kind))
         return resp
 
-    def _serve(self, resource: "ResourceManager", view: PodView, target: VgpuContainer,
-               devices: Sequence[ContainerDevice]) -> pb.ContainerAllocateResponse:
+    def _serve(
+        self, resource: ResourceManager, view: PodView, target: VgpuContainer, devices: Sequence[ContainerDevice]
+    ) -> pb.ContainerAllocateResponse:
         """A primary call: check the devices, prepare the container, record the progress."""
         cfg = self.config()
         gpus = {g.uuid: g for g in resource.gpus}
@@ -195,42 +227,58 @@ class VolcanoAllocator:
             ordered = sorted(devices, key=lambda d: gpus[d.uuid].pci_bus_id.lower())
             try:
                 contract = prepare_container(
-                    self.layout, devices=[DeviceGrant(d.uuid, d.usedmem, d.usedcores) for d in ordered],
-                    pod_uid=view.uid, container_name=target.name, cuda_disable_control=target.disable_control,
-                    gpu_core_policy=cfg.device.gpu_core_policy, lib_cuda_log_level=cfg.lib_cuda_log_level,
-                    memory_factor=cfg.gpu_memory_factor)
+                    self.layout,
+                    devices=[DeviceGrant(d.uuid, d.usedmem, d.usedcores) for d in ordered],
+                    pod_uid=view.uid,
+                    container_name=target.name,
+                    cuda_disable_control=target.disable_control,
+                    gpu_core_policy=cfg.device.gpu_core_policy,
+                    lib_cuda_log_level=cfg.lib_cuda_log_level,
+                    memory_factor=cfg.gpu_memory_factor,
+                )
             except ContainerPrepareError as exc:
                 raise AllocationError(str(exc)) from None
             resp, zero = container_response(contract.envs, contract.mounts), contract.zero_memory_devices
         done = self.writes.progress(view, target)
         self.stats.allocations += 1
         self._active = view.uid
-        log.info("pod %s container %s: %s", view.key, target.name,
-                 ", ".join(f"{d.device_id} {d.usedmem}/{d.usedcores}%" for d in devices))
+        log.info(
+            "pod %s container %s: %s",
+            view.key,
+            target.name,
+            ", ".join(f"{d.device_id} {d.usedmem}/{d.usedcores}%" for d in devices),
+        )
         if done:
             self.journal.of(view).tombstoned = True
             self.stats.completed += 1
             self.writes.release_lock()
             log.info("pod %s: every container served; bind-phase=success", view.key)
         if zero:
-            self.writes.pod_event(view, ev.REASON_ZERO_MEMORY_LIMIT,
-                                  f"container {target.name}: CUDA_DEVICE_MEMORY_LIMIT_{'/'.join(map(str, zero))}=0m, "
-                                  "which HAMi-core treats as unlimited memory")
+            self.writes.pod_event(
+                view,
+                ev.REASON_ZERO_MEMORY_LIMIT,
+                f"container {target.name}: CUDA_DEVICE_MEMORY_LIMIT_{'/'.join(map(str, zero))}=0m, "
+                "which HAMi-core treats as unlimited memory",
+            )
         return resp
 
-    def _no_candidate(self, resource: "ResourceManager", kind: ResourceKind, n: int) -> pb.ContainerAllocateResponse:
+    def _no_candidate(self, resource: ResourceManager, kind: ResourceKind, n: int) -> pb.ContainerAllocateResponse:
         if kind is ResourceKind.MEMORY:
             # The ordering rule: a memory call never fails admission.
-            self.writes.node_event(ev.REASON_UNLIMITED_CONTAINER,
-                                   f"Allocate of {n} {resource.resource_name} matched no pod waiting for it on node "
-                                   f"{self.node_name}; that container runs without HAMi-core limits")
+            self.writes.node_event(
+                ev.REASON_UNLIMITED_CONTAINER,
+                f"Allocate of {n} {resource.resource_name} matched no pod waiting for it on node "
+                f"{self.node_name}; that container runs without HAMi-core limits",
+            )
             self.stats.empty += 1
             return container_response()
         self.stats.failures += 1
         self.writes.release_lock()
-        self.writes.node_event(ev.REASON_NO_POD,
-                               f"{ERR_NO_POD}: Allocate of {n} {resource.resource_name} found no pod on node "
-                               f"{self.node_name} with {keys.BIND_PHASE}={keys.BIND_PHASE_ALLOCATING} asking for it")
+        self.writes.node_event(
+            ev.REASON_NO_POD,
+            f"{ERR_NO_POD}: Allocate of {n} {resource.resource_name} found no pod on node "
+            f"{self.node_name} with {keys.BIND_PHASE}={keys.BIND_PHASE_ALLOCATING} asking for it",
+        )
         raise AllocationError(ERR_NO_POD)
 
     def _fail_pod(self, view: PodView, message: str) -> None:
@@ -258,6 +306,7 @@ class VolcanoAllocator:
             log.warning("pod cache resync failed: %s", exc)
         return self._views()
 
-    def _candidates(self, views: Sequence[PodView], kind: ResourceKind, n: int,
-                    malformed: list[matching.Malformed] | None = None) -> list[matching.Candidate]:
+    def _candidates(
+        self, views: Sequence[PodView], kind: ResourceKind, n: int, malformed: list[matching.Malformed] | None = None
+    ) -> list[matching.Candidate]:
         return matching.candidates(views, kind, n, self.node_name, self.journal, malformed)

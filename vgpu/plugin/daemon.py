@@ -12,6 +12,7 @@ running node keeps its last good configuration.
 Exit statuses: 2 invalid configuration (config.md §2.3), 1 runtime errors (NVML cannot
 start, the 4 MiB size check, no NVML event set), 0 after a stop signal.
 """
+
 from __future__ import annotations
 
 import logging
@@ -62,8 +63,11 @@ class PluginOptions:
 
 def default_allocators() -> dict[ResourceKind, Allocator]:
     """Today's allocators; the Volcano-protocol allocator replaces the vgpu-number one."""
-    return {ResourceKind.NUMBER: UnavailableAllocator(), ResourceKind.MEMORY: EmptyAllocator(),
-            ResourceKind.CORES: EmptyAllocator()}
+    return {
+        ResourceKind.NUMBER: UnavailableAllocator(),
+        ResourceKind.MEMORY: EmptyAllocator(),
+        ResourceKind.CORES: EmptyAllocator(),
+    }
 
 
 def select_gpus(gpus: list[GpuInfo], cfg: EffectiveConfig) -> list[GpuInfo]:
@@ -90,8 +94,12 @@ def checked_gpus(cfg: EffectiveConfig, all_gpus: list[GpuInfo]) -> list[GpuInfo]
 class PluginDaemon:
     """Owns everything the daemon runs; ``run()`` blocks until a stop signal."""
 
-    def __init__(self, opts: PluginOptions, environ: Mapping[str, str] | None = None,
-                 allocators: Mapping[ResourceKind, Allocator] | None = None) -> None:
+    def __init__(
+        self,
+        opts: PluginOptions,
+        environ: Mapping[str, str] | None = None,
+        allocators: Mapping[ResourceKind, Allocator] | None = None,
+    ) -> None:
         self.opts = opts
         self.environ = dict(os.environ if environ is None else environ)
         self._own_allocators = allocators is None
@@ -134,8 +142,12 @@ class PluginDaemon:
             status = self._start_mig()
             if status != EXIT_OK:
                 return status
-        log.info("advertising %d of %d GPU(s): %s", len(self.gpus), len(self.all_gpus),
-                 ", ".join(f"{g.minor}:{g.uuid} ({g.name}, {g.memory_total_mib} MiB)" for g in self.gpus) or "none")
+        log.info(
+            "advertising %d of %d GPU(s): %s",
+            len(self.gpus),
+            len(self.all_gpus),
+            ", ".join(f"{g.minor}:{g.uuid} ({g.name}, {g.memory_total_mib} MiB)" for g in self.gpus) or "none",
+        )
         self.health = GpuHealth(g.uuid for g in self.gpus)
         try:
             self._start_monitor()
@@ -147,16 +159,16 @@ class PluginDaemon:
         except VolcanoConfigError as exc:
             log.error("%s", exc)
             return EXIT_CONFIG
-        self.plugins = PluginSet(opts.kubelet_socket, build_managers(self.cfg, self.gpus, self.health),
-                                 self.allocators)
+        self.plugins = PluginSet(opts.kubelet_socket, build_managers(self.cfg, self.gpus, self.health), self.allocators)
         # One notification flips every resource (all three streams re-send together).
         self.health.subscribe(self._on_health_change)
         return EXIT_OK
 
     def _start_monitor(self) -> None:
         assert self.cfg is not None
-        self.monitor = HealthMonitor(self.gpus, self.health, XidPolicy.from_env(self.environ),
-                                     self.cfg.device.health_recovery_seconds)
+        self.monitor = HealthMonitor(
+            self.gpus, self.health, XidPolicy.from_env(self.environ), self.cfg.device.health_recovery_seconds
+        )
         self.monitor.start()
 
     def _start_mig(self) -> int:
@@ -169,8 +181,9 @@ class PluginDaemon:
             return checked_gpus(self.cfg, self.all_gpus)
 
         try:
-            self.mig, self.gpus = start_mig_node(opts.nvml_library, lambda: self.cfg, self.gpus, opts.node_name,
-                                                 rediscover)
+            self.mig, self.gpus = start_mig_node(
+                opts.nvml_library, lambda: self.cfg, self.gpus, opts.node_name, rediscover
+            )
         except (NvmlError, RuntimeError, SizeCheckError) as exc:
             log.error("MIG cannot start: %s", exc)
             return EXIT_RUNTIME
@@ -181,8 +194,12 @@ class PluginDaemon:
         opts = self.opts
         self.volcano = VolcanoSide.create(
             VolcanoOptions(opts.node_name, opts.kubeconfig, opts.hook_path, opts.handshake),
-            lambda: self.cfg, self.gpus, self.health, self.environ,
-            mig=self.mig.applier if self.mig is not None else None)
+            lambda: self.cfg,
+            self.gpus,
+            self.health,
+            self.environ,
+            mig=self.mig.applier if self.mig is not None else None,
+        )
         if self.volcano is not None:
             if self.mig is not None:
                 self.mig.post_events(self.volcano.allocator.events.node_event)

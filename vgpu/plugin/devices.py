@@ -9,6 +9,7 @@ plugin restarts (the kubelet checkpoints allocated IDs).
 - vgpu-memory: ``<minor>-<i>``, i < floor(MiB / gpuMemoryFactor)   (compact, spec choice)
 - vgpu-cores:  ``<UUID>-core-<i>``, i < int(100 × deviceCoreScaling)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from vgpu.config.model import EffectiveConfig
 from vgpu.nvml.device import GpuInfo
 from vgpu.protocol.pod_model import ResourceKind  # the pod model's; the plugin serves one per kind
-
 
 ALL_KINDS = (ResourceKind.NUMBER, ResourceKind.MEMORY, ResourceKind.CORES)
 
@@ -65,7 +65,7 @@ def parse_index(device_id: str, prefix: str) -> int | None:
     """``i`` of ``prefix + str(i)``, or None when the ID is not of that form."""
     if not device_id.startswith(prefix):
         return None
-    digits = device_id[len(prefix):]
+    digits = device_id[len(prefix) :]
     if not digits.isdigit() or (len(digits) > 1 and digits[0] == "0"):
         return None
     return int(digits)
@@ -85,6 +85,7 @@ def id_block(kind: ResourceKind, gpu: GpuInfo, cfg: EffectiveConfig, *, factor: 
     return IdBlock(gpu.uuid, f"{gpu.uuid}-core-", cfg.cores_per_gpu)
 
 
-def id_blocks(kind: ResourceKind, gpus: list[GpuInfo], cfg: EffectiveConfig, *,
-              factor: int | None = None) -> list[IdBlock]:
+def id_blocks(
+    kind: ResourceKind, gpus: list[GpuInfo], cfg: EffectiveConfig, *, factor: int | None = None
+) -> list[IdBlock]:
     return [id_block(kind, g, cfg, factor=factor) for g in gpus]

@@ -11,6 +11,7 @@ benchmarks/test_listandwatch.py).  The bytes are identical to protobuf's seriali
 Wire format per entry (kubelet-device-plugin-api.md §7.1), ``topology`` unset:
 ``0x0a len(device) | 0x0a len(ID) ID | 0x12 len(health) health``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -46,7 +47,7 @@ def block_size(prefix_len: int, count: int, healthy: bool) -> int:
     total = 0
     lo, digits = 0, 1
     while lo < count:
-        hi = min(count, 10 ** digits)
+        hi = min(count, 10**digits)
         total += (hi - lo) * entry_size(prefix_len + digits, healthy)
         lo, digits = hi, digits + 1
     return total

@@ -20,6 +20,7 @@ Pure functions over the pod model (:mod:`vgpu.protocol.pod_model`) and the alloc
    containers) consumes it; every other call is answered empty and **never fails** (the §5.1
    ordering rule).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -107,8 +108,14 @@ def target(view: PodView, st: PodState, kind: ResourceKind) -> VgpuContainer | N
     return None
 
 
-def candidates(views: Sequence[PodView], kind: ResourceKind, n: int, node_name: str, journal: Journal,
-               malformed: list[Malformed] | None = None) -> list[Candidate]:
+def candidates(
+    views: Sequence[PodView],
+    kind: ResourceKind,
+    n: int,
+    node_name: str,
+    journal: Journal,
+    malformed: list[Malformed] | None = None,
+) -> list[Candidate]:
     """Candidates for a call (R=``kind``, n) per §5.1; malformed allocating pods go to ``malformed``."""
     out: list[Candidate] = []
     for v in views:
@@ -158,15 +165,19 @@ def order(cands: Iterable[Candidate], active: str | None) -> list[Candidate]:
     return sorted(cands, key=lambda c: (c.view.uid != active, c.tombstone, c.view.order_key))
 
 
-def same_gpus(cands: Iterable[Candidate], ids: Sequence[str],
-              gpu_of: Callable[[str], str | None]) -> list[Candidate]:
+def same_gpus(cands: Iterable[Candidate], ids: Sequence[str], gpu_of: Callable[[str], str | None]) -> list[Candidate]:
     """Rule 1: the candidates whose assigned GPUs are exactly the GPUs of the kubelet's device IDs."""
     asked = frozenset(gpu_of(i) for i in ids)
     return [c for c in cands if segment_gpu_uuids(c.devices) == asked]
 
 
-def relist(cands: Sequence[Candidate], kind: ResourceKind, ids: Sequence[str],
-           gpu_of: Callable[[str], str | None], active: str | None) -> str | None:
+def relist(
+    cands: Sequence[Candidate],
+    kind: ResourceKind,
+    ids: Sequence[str],
+    gpu_of: Callable[[str], str | None],
+    active: str | None,
+) -> str | None:
     """Why to re-list this node's pods once before choosing (§5.2 step 2), or None.
 
     :data:`RELIST_NOBODY`: no live candidate — unless this is the late non-primary call of the pod
@@ -183,8 +194,13 @@ def relist(cands: Sequence[Candidate], kind: ResourceKind, ids: Sequence[str],
     return None
 
 
-def choose(cands: list[Candidate], kind: ResourceKind, ids: Sequence[str],
-           gpu_of: Callable[[str], str | None], active: str | None) -> Candidate:
+def choose(
+    cands: list[Candidate],
+    kind: ResourceKind,
+    ids: Sequence[str],
+    gpu_of: Callable[[str], str | None],
+    active: str | None,
+) -> Candidate:
     """Rules 1–4 over a non-empty candidate list."""
     if len(cands) > 1 and kind is ResourceKind.NUMBER:
         same = same_gpus(cands, ids, gpu_of)
@@ -193,8 +209,9 @@ def choose(cands: list[Candidate], kind: ResourceKind, ids: Sequence[str],
     return order(cands, active)[0]
 
 
-def device_problem(devices: Sequence[ContainerDevice], gpus: Mapping[str, GpuInfo],
-                   is_healthy: Callable[[str], bool], mode: str) -> str | None:
+def device_problem(
+    devices: Sequence[ContainerDevice], gpus: Mapping[str, GpuInfo], is_healthy: Callable[[str], bool], mode: str
+) -> str | None:
     """Why this node cannot serve the assigned devices (the failure text), or None."""
     for d in devices:
         if d.uuid not in gpus:
@@ -209,5 +226,8 @@ def device_problem(devices: Sequence[ContainerDevice], gpus: Mapping[str, GpuInf
 def number_left(view: PodView, journal: Journal) -> list[tuple[str, int]]:
     """(container name, vgpu-number limit) of the pod's vGPU containers not yet served that resource."""
     st = journal.of(view)
-    return [(c.name, c.limit(ResourceKind.NUMBER) or 0) for c in view.containers
-            if c.requests(ResourceKind.NUMBER) and (c.index, ResourceKind.NUMBER) not in st.served]
+    return [
+        (c.name, c.limit(ResourceKind.NUMBER) or 0)
+        for c in view.containers
+        if c.requests(ResourceKind.NUMBER) and (c.index, ResourceKind.NUMBER) not in st.served
+    ]

@@ -4,6 +4,7 @@
 user-facing text.  :func:`mig_visible_devices` is the one place that turns a MIG failure into the
 :class:`AllocationError` the allocator reports (pod Event, ``bind-phase=failed``, gRPC status).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,8 +22,9 @@ class MigApplier(Protocol):
     def apply(self, devices: Sequence[ContainerDevice], pod: PodView, node_pods: Sequence[PodView]) -> list[str]: ...
 
 
-def mig_visible_devices(mig: MigApplier | None, devices: Sequence[ContainerDevice], pod: PodView,
-                        node_pods: Sequence[PodView]) -> list[str]:
+def mig_visible_devices(
+    mig: MigApplier | None, devices: Sequence[ContainerDevice], pod: PodView, node_pods: Sequence[PodView]
+) -> list[str]:
     """The container's MIG UUIDs; every failure is an :class:`AllocationError` (never ends the daemon)."""
     if mig is None:
         raise AllocationError("MIG allocation is not available in this plugin build (node mode mig)")

@@ -9,6 +9,7 @@ Each write goes through :func:`vgpu.kube.writes.write`: tried now within the cal
 else handed to the background retry queue, so no pod stays ``allocating`` without an
 explanation once the API server is back.  PATCH responses are written through to the pod cache.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,8 +33,14 @@ PATCH_TRIES = Tries(5, 0.1)
 
 
 class PodWriter:
-    def __init__(self, client: KubeClient, node_name: str, pods: PodViews, retry: RetryQueue,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        node_name: str,
+        pods: PodViews,
+        retry: RetryQueue,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.client = client
         self.node_name = node_name
         self.pods = pods
@@ -49,11 +56,15 @@ class PodWriter:
         remaining = consume_segment(view.devices_to_allocate or "", target.index)
         done = all_consumed(remaining)
         annotations = allocation_progress(remaining)
-        got = write(f"{'bind-phase=success' if done else keys.DEVICES_TO_ALLOCATE} on pod {view.key}",
-                    lambda: self.pods.write_through(self.client.patch_pod_annotations(
-                        view.namespace, view.name, annotations)),
-                    queue=self.retry, tries=PATCH_TRIES, sleep=self.sleep,
-                    hand_off=lambda exc: done and _transient(exc), still_needed=lambda: self.pods.contains(view.uid))
+        got = write(
+            f"{'bind-phase=success' if done else keys.DEVICES_TO_ALLOCATE} on pod {view.key}",
+            lambda: self.pods.write_through(self.client.patch_pod_annotations(view.namespace, view.name, annotations)),
+            queue=self.retry,
+            tries=PATCH_TRIES,
+            sleep=self.sleep,
+            hand_off=lambda exc: done and _transient(exc),
+            still_needed=lambda: self.pods.contains(view.uid),
+        )
         if got.error is not None and not got.queued:
             raise AllocationError(f"cannot record the allocation on pod {view.key}: {got.error}")
         return done
@@ -64,13 +75,25 @@ class PodWriter:
         Once the API server proved unreachable, the remaining writes go straight to the queue."""
         now = True
         for what, fn in (
-                (f"event {ev.REASON_ALLOCATION_FAILED} on pod {view.key}",
-                 lambda: self.events.pod_event(view.raw, ev.REASON_ALLOCATION_FAILED, message)),
-                (f"bind-phase=failed on pod {view.key}",
-                 lambda: self.pods.write_through(self.client.patch_pod_annotations(
-                     view.namespace, view.name, allocation_failed())))):
-            got = write(what, fn, queue=self.retry, now=now, hand_off=lambda exc: not gone(exc),
-                        still_needed=lambda: self.pods.contains(view.uid))
+            (
+                f"event {ev.REASON_ALLOCATION_FAILED} on pod {view.key}",
+                lambda: self.events.pod_event(view.raw, ev.REASON_ALLOCATION_FAILED, message),
+            ),
+            (
+                f"bind-phase=failed on pod {view.key}",
+                lambda: self.pods.write_through(
+                    self.client.patch_pod_annotations(view.namespace, view.name, allocation_failed())
+                ),
+            ),
+        ):
+            got = write(
+                what,
+                fn,
+                queue=self.retry,
+                now=now,
+                hand_off=lambda exc: not gone(exc),
+                still_needed=lambda: self.pods.contains(view.uid),
+            )
             now = now and not isinstance(got.error, KubeUnavailable)
         self.release_lock(now=now)
 
@@ -78,13 +101,20 @@ class PodWriter:
         release_node_lock(self.client, self.node_name, queue=self.retry, sleep=self.sleep, now=now)
 
     def pod_event(self, view: PodView, reason: str, message: str) -> None:
-        write(f"event {reason} on pod {view.key}", lambda: self.events.pod_event(view.raw, reason, message),
-              queue=self.retry, still_needed=lambda: self.pods.contains(view.uid))
+        write(
+            f"event {reason} on pod {view.key}",
+            lambda: self.events.pod_event(view.raw, reason, message),
+            queue=self.retry,
+            still_needed=lambda: self.pods.contains(view.uid),
+        )
 
     def node_event(self, reason: str, message: str) -> None:
         log.warning("node %s: %s", self.node_name, message)
-        write(f"event {reason} on node {self.node_name}",
-              lambda: self.events.node_event(self.node_name, reason, message), queue=self.retry)
+        write(
+            f"event {reason} on node {self.node_name}",
+            lambda: self.events.node_event(self.node_name, reason, message),
+            queue=self.retry,
+        )
 
 
 def _transient(exc: KubeError) -> bool:

@@ -4,6 +4,7 @@ The seam for steering is the ``targets`` argument of :func:`preferred_ids`: the 
 UUIDs the scheduler assigned to the candidate pod (the Volcano allocator finds it).  Without a
 candidate the preference is: must-include IDs, then the remaining available IDs by (minor, i).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
@@ -13,9 +14,14 @@ if TYPE_CHECKING:
     from vgpu.plugin.resources import ResourceManager
 
 
-def preferred_ids(available: Sequence[str], must_include: Sequence[str], size: int,
-                  order_key: Callable[[str], tuple], targets: Iterable[str] = (),
-                  gpu_of: Callable[[str], str | None] = lambda _id: None) -> list[str]:
+def preferred_ids(
+    available: Sequence[str],
+    must_include: Sequence[str],
+    size: int,
+    order_key: Callable[[str], tuple],
+    targets: Iterable[str] = (),
+    gpu_of: Callable[[str], str | None] = lambda _id: None,
+) -> list[str]:
     """volcano-protocol.md §5.4 step 3: the preferred IDs for one container request.
 
     1. every must-include ID;
@@ -44,17 +50,21 @@ def preferred_ids(available: Sequence[str], must_include: Sequence[str], size: i
     return chosen
 
 
-def id_order(resource: "ResourceManager") -> Callable[[str], tuple]:
+def id_order(resource: ResourceManager) -> Callable[[str], tuple]:
     """Sort key (minor number, i); IDs that are not ours sort last, by text."""
+
     def key(device_id: str) -> tuple:
         found = resource.locate(device_id)
         return (0, found[0].minor, found[1], "") if found else (1, 0, 0, device_id)
+
     return key
 
 
-def gpu_of(resource: "ResourceManager") -> Callable[[str], str | None]:
+def gpu_of(resource: ResourceManager) -> Callable[[str], str | None]:
     """Maps a device ID of ``resource`` to its GPU's UUID (None for IDs that are not ours)."""
+
     def uuid_of(device_id: str) -> str | None:
         found = resource.locate(device_id)
         return found[0].uuid if found else None
+
     return uuid_of

@@ -15,6 +15,7 @@ configuration.  Its ``run`` loop is the single place that (re)starts them:
 The directory is polled every ``poll_interval`` (0.25 s; the spec allows ≤ 1 s) —
 a few ``stat`` calls, cheap enough that inotify is not worth a dependency.
 """
+
 from __future__ import annotations
 
 import logging
@@ -50,11 +51,11 @@ def wait_serving(socket_path: str, timeout: float = DIAL_TIMEOUT_S) -> None:
     """
     with grpc.insecure_channel(f"unix:{socket_path}") as channel:
         try:
-            pb_grpc.DevicePluginStub(channel).GetDevicePluginOptions(pb.Empty(), timeout=timeout,
-                                                                     wait_for_ready=True)
+            pb_grpc.DevicePluginStub(channel).GetDevicePluginOptions(pb.Empty(), timeout=timeout, wait_for_ready=True)
         except grpc.RpcError as exc:
-            raise RegistrationError(f"our server on {socket_path} does not answer: "
-                                    f"{exc.code().name}: {exc.details()}") from exc
+            raise RegistrationError(
+                f"our server on {socket_path} does not answer: {exc.code().name}: {exc.details()}"
+            ) from exc
 
 
 def register(kubelet_socket: str, manager: ResourceManager, timeout: float = DIAL_TIMEOUT_S) -> None:
@@ -63,14 +64,27 @@ def register(kubelet_socket: str, manager: ResourceManager, timeout: float = DIA
         raise RegistrationError(f"kubelet socket {kubelet_socket} does not exist")
     with grpc.insecure_channel(f"unix:{kubelet_socket}") as channel:
         try:
-            pb_grpc.RegistrationStub(channel).Register(pb.RegisterRequest(
-                version=VERSION, endpoint=manager.socket_name, resource_name=manager.resource_name,
-                options=manager.options()), timeout=timeout, wait_for_ready=True)
+            pb_grpc.RegistrationStub(channel).Register(
+                pb.RegisterRequest(
+                    version=VERSION,
+                    endpoint=manager.socket_name,
+                    resource_name=manager.resource_name,
+                    options=manager.options(),
+                ),
+                timeout=timeout,
+                wait_for_ready=True,
+            )
         except grpc.RpcError as exc:
-            raise RegistrationError(f"kubelet at {kubelet_socket} did not accept {manager.resource_name}: "
-                                    f"{exc.code().name}: {exc.details()}") from exc
-    log.info("%s: registered with the kubelet at %s (endpoint %s)", manager.resource_name,
-             kubelet_socket, manager.socket_name)
+            raise RegistrationError(
+                f"kubelet at {kubelet_socket} did not accept {manager.resource_name}: "
+                f"{exc.code().name}: {exc.details()}"
+            ) from exc
+    log.info(
+        "%s: registered with the kubelet at %s (endpoint %s)",
+        manager.resource_name,
+        kubelet_socket,
+        manager.socket_name,
+    )
 
 
 @dataclass
@@ -109,16 +123,22 @@ def _identity(path: str) -> tuple[int, int, int] | None:
 class PluginSet:
     """The three servers, kept registered with the kubelet by ``run``."""
 
-    def __init__(self, kubelet_socket: str, managers: Sequence[ResourceManager],
-                 allocators: Mapping[ResourceKind, Allocator], *, poll_interval: float = 0.25,
-                 backoff: Backoff | None = None) -> None:
+    def __init__(
+        self,
+        kubelet_socket: str,
+        managers: Sequence[ResourceManager],
+        allocators: Mapping[ResourceKind, Allocator],
+        *,
+        poll_interval: float = 0.25,
+        backoff: Backoff | None = None,
+    ) -> None:
         self.kubelet_socket = kubelet_socket
         self.socket_dir = os.path.dirname(os.path.abspath(kubelet_socket))
         self.allocators = dict(allocators)
         self.poll_interval = poll_interval
         self.backoff = backoff or Backoff()
-        self._lock = threading.Lock()          # guards _managers / _pending
-        self._serve_lock = threading.Lock()    # held while the server set changes (run turn, replace)
+        self._lock = threading.Lock()  # guards _managers / _pending
+        self._serve_lock = threading.Lock()  # held while the server set changes (run turn, replace)
         self._managers = list(managers)
         self._pending: list[ResourceManager] | None = None
         self.servers: list[DevicePluginServer] = []
@@ -155,8 +175,10 @@ class PluginSet:
     def _same_registration(self, managers: Sequence[ResourceManager]) -> bool:
         def key(m: ResourceManager) -> tuple:
             return m.resource_name, m.socket_name, m.options().SerializeToString()
-        return (len(managers) == len(self.servers)
-                and [key(m) for m in managers] == [key(s.manager) for s in self.servers])
+
+        return len(managers) == len(self.servers) and [key(m) for m in managers] == [
+            key(s.manager) for s in self.servers
+        ]
 
     # -- one attempt -------------------------------------------------------------------
 
@@ -224,8 +246,12 @@ class PluginSet:
                     self._stop_servers()
                     delay = self.backoff.next()
                     next_attempt = time.monotonic() + delay
-                    log.error("registration failed: %s; retrying in %.1f s", exc, delay,
-                              exc_info=not isinstance(exc, RegistrationError))
+                    log.error(
+                        "registration failed: %s; retrying in %.1f s",
+                        exc,
+                        delay,
+                        exc_info=not isinstance(exc, RegistrationError),
+                    )
                 else:
                     self.registered = True
                     self.registrations += 1

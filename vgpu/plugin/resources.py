@@ -7,6 +7,7 @@ health state and a version counter; streams wait for the version to move.  Manag
 outlive server restarts (kubelet restarts), so the first message after a re-registration
 already carries the current health (health.md §4).
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,7 @@ log = logging.getLogger(__name__)
 class ResourceManager:
     """Device list and health of one resource over a fixed set of (non-filtered) GPUs."""
 
-    def __init__(self, spec: ResourceSpec, gpus: Sequence[GpuInfo], cfg: EffectiveConfig,
-                 health: GpuHealth) -> None:
+    def __init__(self, spec: ResourceSpec, gpus: Sequence[GpuInfo], cfg: EffectiveConfig, health: GpuHealth) -> None:
         self.spec = spec
         self.gpus = tuple(gpus)
         self.health = health
@@ -55,8 +55,9 @@ class ResourceManager:
         return self.spec.socket_name
 
     def options(self) -> pb.DevicePluginOptions:
-        return pb.DevicePluginOptions(pre_start_required=False,
-                                      get_preferred_allocation_available=self.spec.preferred_allocation)
+        return pb.DevicePluginOptions(
+            pre_start_required=False, get_preferred_allocation_available=self.spec.preferred_allocation
+        )
 
     def device_count(self) -> int:
         return sum(b.block.count for b in self._blocks)
@@ -72,7 +73,7 @@ class ResourceManager:
 
     def locate(self, device_id: str) -> tuple[GpuInfo, int] | None:
         """The GPU and index i of one of our IDs, or None when it is not ours."""
-        prefix = device_id[:device_id.rfind("-") + 1]
+        prefix = device_id[: device_id.rfind("-") + 1]
         found = self._by_prefix.get(prefix) if prefix else None
         if found is None:
             return None
@@ -101,9 +102,14 @@ class ResourceManager:
             self._version += 1
             self._cond.notify_all()
         unhealthy = sorted(u for u, h in mine.items() if not h)
-        log.info("%s: %d devices on %d GPU(s), %d KiB per ListAndWatch message; unhealthy GPUs: %s",
-                 self.resource_name, self.device_count(), len(self.gpus), len(payload) // 1024,
-                 ", ".join(unhealthy) or "none")
+        log.info(
+            "%s: %d devices on %d GPU(s), %d KiB per ListAndWatch message; unhealthy GPUs: %s",
+            self.resource_name,
+            self.device_count(),
+            len(self.gpus),
+            len(payload) // 1024,
+            ", ".join(unhealthy) or "none",
+        )
         return True
 
     def snapshot(self) -> tuple[int, bytes]:

@@ -11,6 +11,7 @@ The server of each resource hands both RPCs to an ``Allocator``, so the Volcano-
 
 :func:`container_response` is the one conversion of a container's env and mounts to protobuf.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -42,35 +43,45 @@ class Allocator(Protocol):
     exception is turned into an INTERNAL status by the server (never a crash).
     """
 
-    def allocate(self, resource: "ResourceManager", request: pb.AllocateRequest) -> pb.AllocateResponse: ...
+    def allocate(self, resource: ResourceManager, request: pb.AllocateRequest) -> pb.AllocateResponse: ...
 
-    def preferred_allocation(self, resource: "ResourceManager",
-                             request: pb.PreferredAllocationRequest) -> pb.PreferredAllocationResponse: ...
+    def preferred_allocation(
+        self, resource: ResourceManager, request: pb.PreferredAllocationRequest
+    ) -> pb.PreferredAllocationResponse: ...
 
 
-def container_response(envs: Mapping[str, str] | None = None,
-                       mounts: Sequence[Mount] = ()) -> pb.ContainerAllocateResponse:
+def container_response(
+    envs: Mapping[str, str] | None = None, mounts: Sequence[Mount] = ()
+) -> pb.ContainerAllocateResponse:
     """One container's answer on the wire: its env and mounts (empty for a non-primary call)."""
     return pb.ContainerAllocateResponse(
         envs=dict(envs or {}),
-        mounts=[pb.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
-                for m in mounts])
+        mounts=[
+            pb.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only) for m in mounts
+        ],
+    )
 
 
 class EmptyAllocator:
     """Empty responses (vgpu-memory, vgpu-cores) and the no-candidate preference."""
 
-    def allocate(self, resource: "ResourceManager", request: pb.AllocateRequest) -> pb.AllocateResponse:
-        return pb.AllocateResponse(container_responses=[pb.ContainerAllocateResponse()
-                                                        for _ in request.container_requests])
+    def allocate(self, resource: ResourceManager, request: pb.AllocateRequest) -> pb.AllocateResponse:
+        return pb.AllocateResponse(
+            container_responses=[pb.ContainerAllocateResponse() for _ in request.container_requests]
+        )
 
-    def preferred_allocation(self, resource: "ResourceManager",
-                             request: pb.PreferredAllocationRequest) -> pb.PreferredAllocationResponse:
+    def preferred_allocation(
+        self, resource: ResourceManager, request: pb.PreferredAllocationRequest
+    ) -> pb.PreferredAllocationResponse:
         key = id_order(resource)
-        return pb.PreferredAllocationResponse(container_responses=[
-            pb.ContainerPreferredAllocationResponse(deviceIDs=preferred_ids(
-                r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size, key))
-            for r in request.container_requests])
+        return pb.PreferredAllocationResponse(
+            container_responses=[
+                pb.ContainerPreferredAllocationResponse(
+                    deviceIDs=preferred_ids(r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size, key)
+                )
+                for r in request.container_requests
+            ]
+        )
 
 
 class UnavailableAllocator(EmptyAllocator):
@@ -80,8 +91,10 @@ class UnavailableAllocator(EmptyAllocator):
     HAMi-core limits (plugin#40); a clear UNIMPLEMENTED error fails the pod instead.
     """
 
-    MESSAGE = ("{resource}: Allocate needs the Volcano pod protocol (devices-to-allocate matching and "
-               "HAMi-core env/mounts), which this build does not provide")
+    MESSAGE = (
+        "{resource}: Allocate needs the Volcano pod protocol (devices-to-allocate matching and "
+        "HAMi-core env/mounts), which this build does not provide"
+    )
 
-    def allocate(self, resource: "ResourceManager", request: pb.AllocateRequest) -> pb.AllocateResponse:
+    def allocate(self, resource: ResourceManager, request: pb.AllocateRequest) -> pb.AllocateResponse:
         raise AllocationError(self.MESSAGE.format(resource=resource.resource_name), grpc.StatusCode.UNIMPLEMENTED)

@@ -6,6 +6,7 @@ than through the generated servicer so that ListAndWatch can send the manager's
 pre-encoded bytes with an identity serializer (see vgpu/plugin/listwatch.py).  No handler
 lets an exception escape: errors become gRPC statuses (known-failures A-13).
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,8 +44,7 @@ def remove_socket(path: str) -> None:
 class DevicePluginServer:
     """Serves one resource on ``<socket_dir>/<socket name>`` until ``stop()``."""
 
-    def __init__(self, manager: ResourceManager, allocator: Allocator, socket_dir: str,
-                 max_workers: int = 8) -> None:
+    def __init__(self, manager: ResourceManager, allocator: Allocator, socket_dir: str, max_workers: int = 8) -> None:
         self.manager = manager
         self.allocator = allocator
         self.socket_path = os.path.join(socket_dir, manager.socket_name)
@@ -63,25 +63,34 @@ class DevicePluginServer:
     def start(self) -> None:
         """Remove a stale socket, then serve (kubelet-device-plugin-api.md §5 step 5)."""
         remove_socket(self.socket_path)
-        self._executor = futures.ThreadPoolExecutor(max_workers=self._max_workers,
-                                                    thread_name_prefix=f"dp-{self.manager.kind.value}")
+        self._executor = futures.ThreadPoolExecutor(
+            max_workers=self._max_workers, thread_name_prefix=f"dp-{self.manager.kind.value}"
+        )
         server = grpc.server(self._executor)
         handlers = {
             "GetDevicePluginOptions": grpc.unary_unary_rpc_method_handler(
-                self._options, request_deserializer=pb.Empty.FromString,
-                response_serializer=pb.DevicePluginOptions.SerializeToString),
+                self._options,
+                request_deserializer=pb.Empty.FromString,
+                response_serializer=pb.DevicePluginOptions.SerializeToString,
+            ),
             "ListAndWatch": grpc.unary_stream_rpc_method_handler(
-                self._list_and_watch, request_deserializer=pb.Empty.FromString,
-                response_serializer=_identity),
+                self._list_and_watch, request_deserializer=pb.Empty.FromString, response_serializer=_identity
+            ),
             "GetPreferredAllocation": grpc.unary_unary_rpc_method_handler(
-                self._preferred, request_deserializer=pb.PreferredAllocationRequest.FromString,
-                response_serializer=pb.PreferredAllocationResponse.SerializeToString),
+                self._preferred,
+                request_deserializer=pb.PreferredAllocationRequest.FromString,
+                response_serializer=pb.PreferredAllocationResponse.SerializeToString,
+            ),
             "Allocate": grpc.unary_unary_rpc_method_handler(
-                self._allocate, request_deserializer=pb.AllocateRequest.FromString,
-                response_serializer=pb.AllocateResponse.SerializeToString),
+                self._allocate,
+                request_deserializer=pb.AllocateRequest.FromString,
+                response_serializer=pb.AllocateResponse.SerializeToString,
+            ),
             "PreStartContainer": grpc.unary_unary_rpc_method_handler(
-                self._pre_start, request_deserializer=pb.PreStartContainerRequest.FromString,
-                response_serializer=pb.PreStartContainerResponse.SerializeToString),
+                self._pre_start,
+                request_deserializer=pb.PreStartContainerRequest.FromString,
+                response_serializer=pb.PreStartContainerResponse.SerializeToString,
+            ),
         }
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(DEVICE_PLUGIN_SERVICE, handlers),))
         if server.add_insecure_port(f"unix:{self.socket_path}") == 0:
@@ -170,16 +179,23 @@ class DevicePluginServer:
 
     def _allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
         # vgpu-memory requests carry thousands of IDs: log counts at INFO, the IDs at DEBUG.
-        log.info("%s: Allocate for %d container(s), %s device IDs", self.name, len(request.container_requests),
-                 [len(r.devices_ids) for r in request.container_requests])
+        log.info(
+            "%s: Allocate for %d container(s), %s device IDs",
+            self.name,
+            len(request.container_requests),
+            [len(r.devices_ids) for r in request.container_requests],
+        )
         log.debug("%s: Allocate IDs %s", self.name, [list(r.devices_ids) for r in request.container_requests])
         return self._guard("Allocate", context, self.allocator.allocate, self.manager, request)
 
-    def _preferred(self, request: pb.PreferredAllocationRequest,
-                   context: grpc.ServicerContext) -> pb.PreferredAllocationResponse:
-        return self._guard("GetPreferredAllocation", context, self.allocator.preferred_allocation,
-                           self.manager, request)
+    def _preferred(
+        self, request: pb.PreferredAllocationRequest, context: grpc.ServicerContext
+    ) -> pb.PreferredAllocationResponse:
+        return self._guard(
+            "GetPreferredAllocation", context, self.allocator.preferred_allocation, self.manager, request
+        )
 
-    def _pre_start(self, request: pb.PreStartContainerRequest,
-                   context: grpc.ServicerContext) -> pb.PreStartContainerResponse:
+    def _pre_start(
+        self, request: pb.PreStartContainerRequest, context: grpc.ServicerContext
+    ) -> pb.PreStartContainerResponse:
         return pb.PreStartContainerResponse()

@@ -11,6 +11,7 @@ know fails in Allocate and the kubelet gets its IDs back.  With several identica
 the steered one (oldest ``vgpu-time``) is taken for the pod being admitted now, as the kubelet
 admits pods in arrival order.  Allocate itself is untouched.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,9 +33,15 @@ class KubeletShortage:
         self.node_name = node_name
         self._warned: set[str] = set()  # pod UIDs already told
 
-    def warnings(self, resource: "ResourceManager", views: Sequence[PodView],
-                 request: pb.ContainerPreferredAllocationRequest, steered: Candidate, journal: Journal,
-                 split_count: int) -> list[tuple[PodView, str]]:
+    def warnings(
+        self,
+        resource: ResourceManager,
+        views: Sequence[PodView],
+        request: pb.ContainerPreferredAllocationRequest,
+        steered: Candidate,
+        journal: Journal,
+        split_count: int,
+    ) -> list[tuple[PodView, str]]:
         """(pod, Event message) for each pod the kubelet will refuse once ``steered`` is admitted."""
         # The steered pod finishes its admission first: all its vgpu-number containers still to come.
         steered_need = sum(n for _, n in number_left(steered.view, journal)) or request.allocation_size
@@ -49,27 +56,39 @@ class KubeletShortage:
                 ids = resource.devices()
                 healthy = (sum(1 for _, h in ids if h == HEALTHY), len(ids))
             self._warned.add(view.uid)
-            out.append((view, (
-                f"kubelet-side shortage of {resource.resource_name} device IDs on node {self.node_name}: once pod "
-                f"{steered.view.key} is admitted the kubelet has {free} free, but this pod still needs {need}; "
-                f"the kubelet will refuse it itself at container {refused} (\"Requested: {requested}, "
-                f"Available: {available}\", "
-                "UnexpectedAdmissionError) without calling the device plugin, unless IDs are freed first. "
-                f"The node advertises {healthy[0]} healthy of {healthy[1]} IDs "
-                f"(deviceSplitCount {split_count} per GPU; unhealthy IDs withheld). The scheduler "
-                "counted room for this pod, so the kubelet holds IDs the scheduler does not count "
-                "(pods not placed by Volcano, or pods not yet released).")))
+            out.append(
+                (
+                    view,
+                    (
+                        f"kubelet-side shortage of {resource.resource_name} device IDs on node {self.node_name}: once pod "
+                        f"{steered.view.key} is admitted the kubelet has {free} free, but this pod still needs {need}; "
+                        f'the kubelet will refuse it itself at container {refused} ("Requested: {requested}, '
+                        f'Available: {available}", '
+                        "UnexpectedAdmissionError) without calling the device plugin, unless IDs are freed first. "
+                        f"The node advertises {healthy[0]} healthy of {healthy[1]} IDs "
+                        f"(deviceSplitCount {split_count} per GPU; unhealthy IDs withheld). The scheduler "
+                        "counted room for this pod, so the kubelet holds IDs the scheduler does not count "
+                        "(pods not placed by Volcano, or pods not yet released)."
+                    ),
+                )
+            )
         return out
 
 
-def waiting_number_needs(views: Sequence[PodView], free: int, node_name: str, journal: Journal
-                         ) -> list[tuple[PodView, str, int, int, int]]:
+def waiting_number_needs(
+    views: Sequence[PodView], free: int, node_name: str, journal: Journal
+) -> list[tuple[PodView, str, int, int, int]]:
     """Pods waiting here whose remaining vgpu-number containers do not fit in ``free`` IDs: (pod,
     the container the kubelet refuses, its request, the IDs then free, the pod's remaining need)."""
     out = []
     for v in views:
-        if (v.vgpu_node != node_name or v.deleting or v.terminal or v.init_requests_vgpu
-                or v.bind_phase != keys.BIND_PHASE_ALLOCATING):
+        if (
+            v.vgpu_node != node_name
+            or v.deleting
+            or v.terminal
+            or v.init_requests_vgpu
+            or v.bind_phase != keys.BIND_PHASE_ALLOCATING
+        ):
             continue
         if journal.tombstoned(v.uid) or isinstance(v.to_allocate, ProtocolError):
             continue  # done, or failed on sight by the next Allocate: the kubelet is not the problem

@@ -6,6 +6,7 @@ larger than 4,194,304 bytes, and the resource then silently shows 0 (plugin#99:
 ``gpuMemoryFactor`` that fits.  Sizes are computed exactly from the IDs that would be
 advertised, all assumed ``Unhealthy`` (the worst case, 2 bytes more per entry).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,18 +28,19 @@ class SizeReport:
     worst_case_bytes: int
 
 
-def worst_case_size(kind: ResourceKind, gpus: list[GpuInfo], cfg: EffectiveConfig, *,
-                    factor: int | None = None) -> int:
+def worst_case_size(kind: ResourceKind, gpus: list[GpuInfo], cfg: EffectiveConfig, *, factor: int | None = None) -> int:
     return message_size(id_blocks(kind, gpus, cfg, factor=factor), healthy=False)
 
 
-def minimum_memory_factor(gpus: list[GpuInfo], cfg: EffectiveConfig,
-                          limit: int = KUBELET_MAX_RECEIVE_BYTES) -> int | None:
+def minimum_memory_factor(
+    gpus: list[GpuInfo], cfg: EffectiveConfig, limit: int = KUBELET_MAX_RECEIVE_BYTES
+) -> int | None:
     """Smallest integer f ≥ 1 whose all-Unhealthy vgpu-memory message fits in ``limit``.
 
     The size is non-increasing in f (fewer IDs, shorter digits), so a binary search over
     [1, max MiB] is exact.  None when even one ID per GPU does not fit.
     """
+
     def fits(f: int) -> bool:
         return worst_case_size(ResourceKind.MEMORY, gpus, cfg, factor=f) <= limit
 
@@ -55,8 +57,9 @@ def minimum_memory_factor(gpus: list[GpuInfo], cfg: EffectiveConfig,
     return lo
 
 
-def check_listandwatch_sizes(gpus: list[GpuInfo], cfg: EffectiveConfig,
-                             limit: int = KUBELET_MAX_RECEIVE_BYTES) -> list[SizeReport]:
+def check_listandwatch_sizes(
+    gpus: list[GpuInfo], cfg: EffectiveConfig, limit: int = KUBELET_MAX_RECEIVE_BYTES
+) -> list[SizeReport]:
     """Raise SizeCheckError when a resource would overflow; otherwise return the sizes."""
     reports = [SizeReport(k, worst_case_size(k, gpus, cfg)) for k in ALL_KINDS]
     for r in reports:
@@ -64,12 +67,17 @@ def check_listandwatch_sizes(gpus: list[GpuInfo], cfg: EffectiveConfig,
             continue
         if r.kind is ResourceKind.MEMORY:
             f = minimum_memory_factor(gpus, cfg, limit)
-            advice = (f"set gpuMemoryFactor to at least {f}" if f is not None else
-                      "no gpuMemoryFactor makes it fit; advertise fewer GPUs (filterdevices)")
+            advice = (
+                f"set gpuMemoryFactor to at least {f}"
+                if f is not None
+                else "no gpuMemoryFactor makes it fit; advertise fewer GPUs (filterdevices)"
+            )
             raise SizeCheckError(
-                f"vgpu-memory ListAndWatch would be {r.worst_case_bytes} bytes (limit {limit}); {advice}")
+                f"vgpu-memory ListAndWatch would be {r.worst_case_bytes} bytes (limit {limit}); {advice}"
+            )
         value = cfg.split_count if r.kind is ResourceKind.NUMBER else cfg.core_scaling
         raise SizeCheckError(
             f"vgpu-{r.kind.value} ListAndWatch would be {r.worst_case_bytes} bytes (limit {limit}); "
-            f"{r.kind.count_key} {value} is too large for {len(gpus)} GPU(s)")
+            f"{r.kind.count_key} {value} is too large for {len(gpus)} GPU(s)"
+        )
     return reports

@@ -10,6 +10,7 @@ Startup order: HAMi-core files (``ld.so.preload`` rewritten if needed, ``libvgpu
 pod cache LIST+WATCH (waits up to :data:`CACHE_SYNC_TIMEOUT_S` for the first LIST), node
 registrar (first patch as soon as the Node is seen).
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,8 +57,16 @@ class VolcanoOptions:
 class VolcanoSide:
     """Owns the API client, the pod cache, the registrar, the retry queue and the allocator."""
 
-    def __init__(self, opts: VolcanoOptions, client: KubeClient, config: Callable[[], EffectiveConfig],
-                 gpus: Sequence[GpuInfo], health: GpuHealth, *, mig: MigApplier | None = None):
+    def __init__(
+        self,
+        opts: VolcanoOptions,
+        client: KubeClient,
+        config: Callable[[], EffectiveConfig],
+        gpus: Sequence[GpuInfo],
+        health: GpuHealth,
+        *,
+        mig: MigApplier | None = None,
+    ):
         self.opts = opts
         self.client = client
         self.config = config
@@ -65,23 +74,40 @@ class VolcanoSide:
         self.mode = HandshakeMode.parse(opts.handshake)
         self.retry = RetryQueue()
         self.pods: WatchCache = node_pod_cache(client, opts.node_name)
-        self.registrar = NodeRegistrar(client, opts.node_name, build_register_value(gpus, config(), health.snapshot()),
-                                       self.mode)
-        self.allocator = VolcanoAllocator(node_name=opts.node_name, client=client, pods=self.pods, config=config,
-                                          hook_path=opts.hook_path, retry=self.retry, mig=mig)
+        self.registrar = NodeRegistrar(
+            client, opts.node_name, build_register_value(gpus, config(), health.snapshot()), self.mode
+        )
+        self.allocator = VolcanoAllocator(
+            node_name=opts.node_name,
+            client=client,
+            pods=self.pods,
+            config=config,
+            hook_path=opts.hook_path,
+            retry=self.retry,
+            mig=mig,
+        )
 
     @classmethod
-    def create(cls, opts: VolcanoOptions, config: Callable[[], EffectiveConfig], gpus: Sequence[GpuInfo],
-               health: GpuHealth, environ: Mapping[str, str], *,
-               mig: MigApplier | None = None) -> "VolcanoSide | None":
+    def create(
+        cls,
+        opts: VolcanoOptions,
+        config: Callable[[], EffectiveConfig],
+        gpus: Sequence[GpuInfo],
+        health: GpuHealth,
+        environ: Mapping[str, str],
+        *,
+        mig: MigApplier | None = None,
+    ) -> VolcanoSide | None:
         """None (with an error log) when no API access is configured at all."""
         try:
             HandshakeMode.parse(opts.handshake)
         except ValueError as exc:
             raise VolcanoConfigError(str(exc)) from None
         if not opts.kubeconfig and not in_cluster_available():
-            log.error("no Kubernetes API access (no --kubeconfig/KUBECONFIG and not running in a pod): the node "
-                      "is NOT registered with Volcano and vgpu-number Allocate will refuse every pod")
+            log.error(
+                "no Kubernetes API access (no --kubeconfig/KUBECONFIG and not running in a pod): the node "
+                "is NOT registered with Volcano and vgpu-number Allocate will refuse every pod"
+            )
             return None
         try:
             client = KubeClient.from_kubeconfig(opts.kubeconfig)
@@ -95,10 +121,13 @@ class VolcanoSide:
 
     def start(self) -> None:
         cfg = self.config()
-        for warning in warn_renamed_resources([
+        for warning in warn_renamed_resources(
+            [
                 (cfg.device.resource_count_name, DEFAULT_COUNT_NAME),
                 (cfg.device.resource_memory_name, DEFAULT_MEMORY_NAME),
-                (cfg.device.resource_core_name, DEFAULT_CORES_NAME)]):
+                (cfg.device.resource_core_name, DEFAULT_CORES_NAME),
+            ]
+        ):
             log.warning("%s", warning)
         if cfg.operating_mode == MODE_HAMI_CORE:
             self._prepare_hami_core()
@@ -107,8 +136,11 @@ class VolcanoSide:
         if self.pods.wait_synced(CACHE_SYNC_TIMEOUT_S):
             log.info("pod cache of node %s synced: %d pod(s)", self.opts.node_name, len(self.pods.items()))
         else:
-            log.warning("pod cache of node %s not synced after %.0f s; Allocate will re-list on demand",
-                        self.opts.node_name, CACHE_SYNC_TIMEOUT_S)
+            log.warning(
+                "pod cache of node %s not synced after %.0f s; Allocate will re-list on demand",
+                self.opts.node_name,
+                CACHE_SYNC_TIMEOUT_S,
+            )
         self.registrar.start()
 
     def _prepare_hami_core(self) -> None:

@@ -1,4 +1,5 @@
 """Field validators shared by the decoders (strict grammar: ASCII digits only, bounded)."""
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,20 @@ def go_uint(value: int) -> int:
     return value % 2**64
 
 
-_GO_BOOLS: Final = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
-                    "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+_GO_BOOLS: Final = {
+    "1": True,
+    "t": True,
+    "T": True,
+    "TRUE": True,
+    "true": True,
+    "True": True,
+    "0": False,
+    "f": False,
+    "F": False,
+    "FALSE": False,
+    "false": False,
+    "False": False,
+}
 
 
 def go_parse_bool(text: str) -> bool | None:

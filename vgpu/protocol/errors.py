@@ -1,4 +1,5 @@
 """The one exception raised for malformed annotations."""
+
 from __future__ import annotations
 
 _MAX_SHOWN = 120

@@ -5,11 +5,12 @@ and, for a silent plugin, ``Deleted_<local time>``. The scheduler's stamps carry
 parses them as UTC (known-failures R-6), so nothing here turns a stamp into a deadline except
 :func:`volcano_requesting_stamp`, which reproduces that exact (flawed) reading for the emulator.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Final, Literal
 
 from vgpu.protocol import keys
@@ -24,13 +25,14 @@ SCHEDULER_LAYOUT: Final = "%Y.%m.%d %H:%M:%S"
 
 HANDSHAKE_TIMEOUT: Final = timedelta(seconds=60)
 
-_GO_ZERO_TIME: Final = datetime(1, 1, 1, tzinfo=timezone.utc)
+_GO_ZERO_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
 
 # Go time.Time.String(): "2006-01-02 15:04:05.999999999 -0700 MST" plus " m=±s.nnnnnnnnn"
 # when the value carries a monotonic reading. The fraction is trimmed (and absent when zero).
 _REPORTED_RE: Final = re.compile(
     r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))? ([+-])(\d{2})(\d{2})"
-    r"(?::(\d{2}))? ([A-Za-z0-9+-]{1,10})(?: m=[+-]\d+\.\d{9})?")
+    r"(?::(\d{2}))? ([A-Za-z0-9+-]{1,10})(?: m=[+-]\d+\.\d{9})?"
+)
 _STAMP_RE: Final = re.compile(r"\d{4}\.\d{2}\.\d{2} \d{2}:\d{2}:\d{2}")
 
 
@@ -49,7 +51,7 @@ def encode_reported(now: datetime) -> str:
     """``Reported YYYY-MM-DD HH:MM:SS.nnnnnnnnn +0000 UTC`` (our format; always UTC, 9 digits)."""
     if now.tzinfo is None:
         raise ValueError("encode_reported needs a timezone-aware datetime")
-    t = now.astimezone(timezone.utc)
+    t = now.astimezone(UTC)
     return f"{REPORTED} {t:%Y-%m-%d %H:%M:%S}.{t.microsecond * 1000:09d} +0000 UTC"
 
 
@@ -71,7 +73,7 @@ def decode_handshake(value: str) -> Handshake:
     """
     ann = keys.HANDSHAKE
     if value.startswith(REPORTED + " "):
-        text = value[len(REPORTED) + 1:]
+        text = value[len(REPORTED) + 1 :]
         m = _REPORTED_RE.fullmatch(text)
         if m is None:
             raise ProtocolError(ann, "Reported time", 'not "YYYY-MM-DD HH:MM:SS[.fraction] ±hhmm ZONE"', text)
@@ -86,7 +88,7 @@ def decode_handshake(value: str) -> Handshake:
         return Handshake("Reported", t, ns)
     for kind in (REQUESTING, DELETED):
         if value.startswith(kind + "_"):
-            text = value[len(kind) + 1:]
+            text = value[len(kind) + 1 :]
             if _STAMP_RE.fullmatch(text) is None:
                 raise ProtocolError(ann, f"{kind} time", 'not "YYYY.MM.DD HH:MM:SS"', text)
             try:
@@ -114,6 +116,6 @@ def volcano_requesting_stamp(value: str) -> datetime:
     if len(parts) < 2 or _STAMP_RE.fullmatch(parts[1]) is None:
         return _GO_ZERO_TIME
     try:
-        return datetime.strptime(parts[1], SCHEDULER_LAYOUT).replace(tzinfo=timezone.utc)
+        return datetime.strptime(parts[1], SCHEDULER_LAYOUT).replace(tzinfo=UTC)
     except ValueError:
         return _GO_ZERO_TIME

@@ -2,6 +2,7 @@
 
 One module holds the strings so that a typo cannot split the protocol between writer and reader.
 """
+
 from __future__ import annotations
 
 from typing import Final

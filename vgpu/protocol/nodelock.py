@@ -3,10 +3,11 @@
 The value is Go's ``time.Now().Format(time.RFC3339)`` of the scheduler: seconds precision, ``Z``
 for UTC, otherwise ``±hh:mm``. The lock expires 5 minutes after that instant.
 """
+
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Final
 
 from vgpu.protocol import keys
@@ -16,7 +17,8 @@ NODE_LOCK_TTL: Final = timedelta(minutes=5)
 
 # Go's RFC3339 parser also accepts a fraction of a second.
 _RFC3339_RE: Final = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))")
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))"
+)
 
 
 def encode_node_lock(now: datetime) -> str:
@@ -40,7 +42,7 @@ def decode_node_lock(value: str) -> datetime:
         raise ProtocolError(keys.NODE_LOCK, "", "not an RFC3339 time like 2026-08-20T10:07:21+08:00", value)
     y, mo, d, h, mi, s, frac, z, sign, oh, om = m.groups()
     if z:
-        tz = timezone.utc
+        tz = UTC
     else:
         off = timedelta(hours=int(oh), minutes=int(om))
         if off >= timedelta(hours=24):

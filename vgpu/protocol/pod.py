@@ -3,6 +3,7 @@
 Every dict of annotations written to a Pod or Node is built here, so the scheduler emulator, the
 plugin and the tests agree on keys and values.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -52,8 +53,9 @@ def decode_bind_phase(value: str) -> str:
     return value
 
 
-def scheduler_allocation(node_name: str, devices: Sequence[Sequence[ContainerDevice]],
-                         now_unix: int | float) -> dict[str, str]:
+def scheduler_allocation(
+    node_name: str, devices: Sequence[Sequence[ContainerDevice]], now_unix: int | float
+) -> dict[str, str]:
     """The six keys the scheduler writes at Allocate (§3.2); ``devices-to-allocate`` equals ``vgpu-ids-new``."""
     if not node_name:
         raise ValueError("node name must not be empty")

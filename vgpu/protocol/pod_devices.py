@@ -11,6 +11,7 @@ Per the grammar the empty string is ONE empty segment (a one-container pod fully
 :func:`decode_pod_devices` never returns zero segments and :func:`encode_pod_devices` refuses to
 encode zero segments: the round trip is exact.
 """
+
 from __future__ import annotations
 
 import re
@@ -68,8 +69,9 @@ def _check_device(d: ContainerDevice, where: str, annotation: str) -> None:
         if not g or any(c in _GROUP_BAD for c in g):
             raise ProtocolError(annotation, f"{where}, field id", 'MIG group must be non-empty without "-[],:;"', g)
         if isinstance(d.mig.position, bool) or not isinstance(d.mig.position, int) or d.mig.position < 0:
-            raise ProtocolError(annotation, f"{where}, field id", "MIG position must be a non-negative int",
-                                str(d.mig.position))
+            raise ProtocolError(
+                annotation, f"{where}, field id", "MIG position must be a non-negative int", str(d.mig.position)
+            )
     m = d.usedmem
     if isinstance(m, bool) or not isinstance(m, int) or not 0 <= m <= UINT32_MAX:
         raise ProtocolError(annotation, f"{where}, field usedmem", "not a uint32", str(m))
@@ -84,8 +86,9 @@ _DEVICE_RE: Final = re.compile(_DEVICE_PATTERN)
 _SEGMENT_RE: Final = re.compile(f"(?:{_DEVICE_PATTERN})*")
 
 
-def encode_container_devices(devices: Sequence[ContainerDevice], *, annotation: str = keys.DEVICES_TO_ALLOCATE,
-                             segment: int = 0) -> str:
+def encode_container_devices(
+    devices: Sequence[ContainerDevice], *, annotation: str = keys.DEVICES_TO_ALLOCATE, segment: int = 0
+) -> str:
     """One ``ctr-segment``: every device ``:``-terminated; empty for no devices.
 
     Raises :class:`ProtocolError` (naming segment, device and field) for a device that would not
@@ -95,8 +98,12 @@ def encode_container_devices(devices: Sequence[ContainerDevice], *, annotation: 
     ok = _SEGMENT_RE.fullmatch(text) is not None
     if ok:
         for d in devices:
-            if type(d.usedmem) is not int or type(d.usedcores) is not int \
-                    or d.usedmem > UINT32_MAX or d.usedcores > MAX_CORES:
+            if (
+                type(d.usedmem) is not int
+                or type(d.usedcores) is not int
+                or d.usedmem > UINT32_MAX
+                or d.usedcores > MAX_CORES
+            ):
                 ok = False
                 break
     if not ok:
@@ -106,8 +113,7 @@ def encode_container_devices(devices: Sequence[ContainerDevice], *, annotation: 
     return text
 
 
-def encode_pod_devices(pod: Sequence[Sequence[ContainerDevice]], *,
-                       annotation: str = keys.DEVICES_TO_ALLOCATE) -> str:
+def encode_pod_devices(pod: Sequence[Sequence[ContainerDevice]], *, annotation: str = keys.DEVICES_TO_ALLOCATE) -> str:
     """Segments joined by ``;`` (no trailing ``;``); one segment per vGPU container."""
     if not pod:
         raise ValueError("encode_pod_devices needs at least one container segment")
@@ -118,23 +124,31 @@ def _diagnose_device(dev: str, annotation: str, index: int, j: int) -> None:
     """Raise the precise error for one device text that failed the fast grammar match."""
     fields = dev.split(",")
     if len(fields) != 4:
-        raise ProtocolError(annotation, f"segment {index}, device {j}",
-                            f"has {len(fields)} fields, expected 4 (id,NVIDIA,usedmem,usedcores)", dev)
+        raise ProtocolError(
+            annotation,
+            f"segment {index}, device {j}",
+            f"has {len(fields)} fields, expected 4 (id,NVIDIA,usedmem,usedcores)",
+            dev,
+        )
     dev_id, typ, mem, cores = fields
     if _DEV_ID_RE.fullmatch(dev_id) is None:
-        raise ProtocolError(annotation, f"segment {index}, device {j}, field id",
-                            'not "GPU-<36 hex or ->" optionally followed by "[group-position]"', dev_id)
+        raise ProtocolError(
+            annotation,
+            f"segment {index}, device {j}, field id",
+            'not "GPU-<36 hex or ->" optionally followed by "[group-position]"',
+            dev_id,
+        )
     if typ != keys.DEVICE_TYPE:
         raise ProtocolError(annotation, f"segment {index}, device {j}, field type", 'not "NVIDIA"', typ)
     if not is_digits(mem) or int(mem) > UINT32_MAX:
         raise ProtocolError(annotation, f"segment {index}, device {j}, field usedmem", "not a uint32", mem)
     if not is_digits(cores) or int(cores) > MAX_CORES:
-        raise ProtocolError(annotation, f"segment {index}, device {j}, field usedcores",
-                            "not an integer 0..100", cores)
+        raise ProtocolError(annotation, f"segment {index}, device {j}, field usedcores", "not an integer 0..100", cores)
 
 
-def decode_container_devices(segment: str, *, annotation: str = keys.DEVICES_TO_ALLOCATE,
-                             index: int = 0) -> ContainerDevices:
+def decode_container_devices(
+    segment: str, *, annotation: str = keys.DEVICES_TO_ALLOCATE, index: int = 0
+) -> ContainerDevices:
     """Strictly decode one segment; :class:`ProtocolError` names segment, device and field.
 
     Fast path: one whole-segment grammar match and one ``findall`` (both in C); only a value
@@ -153,8 +167,7 @@ def decode_container_devices(segment: str, *, annotation: str = keys.DEVICES_TO_
             return tuple(out)
     if segment[-1] != ":":
         tail = segment.rsplit(":", 1)[-1]
-        raise ProtocolError(annotation, f"segment {index}, device {segment.count(':')}",
-                            'not terminated by ":"', tail)
+        raise ProtocolError(annotation, f"segment {index}, device {segment.count(':')}", 'not terminated by ":"', tail)
     for j, dev in enumerate(segment[:-1].split(":")):
         _diagnose_device(dev, annotation, index, j)
     raise ProtocolError(annotation, f"segment {index}", "does not match the PodDevices grammar", segment)
@@ -162,8 +175,9 @@ def decode_container_devices(segment: str, *, annotation: str = keys.DEVICES_TO_
 
 def decode_pod_devices(value: str, *, annotation: str = keys.DEVICES_TO_ALLOCATE) -> PodDevices:
     """Strictly decode a PodDevices value (``""`` is one empty segment)."""
-    return tuple([decode_container_devices(seg, annotation=annotation, index=i)
-                  for i, seg in enumerate(value.split(";"))])
+    return tuple(
+        [decode_container_devices(seg, annotation=annotation, index=i) for i, seg in enumerate(value.split(";"))]
+    )
 
 
 def split_segments(value: str) -> list[str]:
@@ -196,6 +210,7 @@ def segment_gpu_uuids(devices: Sequence[ContainerDevice]) -> frozenset[str]:
 
 # --- What a Volcano scheduler makes of a PodDevices value (its own ledger rebuild) ---
 
+
 @dataclass(frozen=True, slots=True)
 class VolcanoPodDevice:
     """A device as Volcano's ``decodeContainerDevices`` keeps it: the raw id, numbers coerced."""
@@ -214,8 +229,9 @@ def _go_parse_int32(text: str) -> int | None:
     return v if -(2**31) <= v <= 2**31 - 1 else None
 
 
-def decode_pod_devices_as_volcano(value: str, *, strict_devices: bool) -> tuple[
-        tuple[tuple[VolcanoPodDevice, ...], ...], tuple[str, ...]]:
+def decode_pod_devices_as_volcano(
+    value: str, *, strict_devices: bool
+) -> tuple[tuple[tuple[VolcanoPodDevice, ...], ...], tuple[str, ...]]:
     """Volcano's ``decodePodDevices``: returns the segments and the problems it logged.
 
     ``""`` gives no segments. Parts of a segment without ``,`` are ignored. A device with fewer
@@ -238,8 +254,9 @@ def decode_pod_devices_as_volcano(value: str, *, strict_devices: bool) -> tuple[
                     problems.append(f"segment {si}: device {part!r} has {len(f)} fields, needs 4")
                     continue
                 if strict_devices:
-                    if not (is_digits(f[2]) and int(f[2]) <= UINT32_MAX and is_digits(f[3])
-                            and int(f[3]) <= UINT32_MAX):
+                    if not (
+                        is_digits(f[2]) and int(f[2]) <= UINT32_MAX and is_digits(f[3]) and int(f[3]) <= UINT32_MAX
+                    ):
                         problems.append(f"segment {si}: device {part!r} has a non-uint32 usedmem/usedcores")
                         continue
                     mem, cores = int(f[2]), int(f[3])
@@ -257,7 +274,7 @@ def parse_mig_id_as_volcano(device_id: str) -> MigSlot | None:
     start, end = device_id.find("["), device_id.find("]")
     if start == -1 or end == -1 or start > end:
         return None
-    parts = device_id[start + 1:end].split("-")
+    parts = device_id[start + 1 : end].split("-")
     if len(parts) != 2:
         return None
     body = parts[1][1:] if parts[1][:1] in ("+", "-") else parts[1]

@@ -13,6 +13,7 @@ Allocate calls on it, the monitor maps containers with it, ``vgpu inspect`` repo
 No decision about candidates lives here; that needs the allocator's journal and tombstones
 (:mod:`vgpu.plugin.matching`).
 """
+
 from __future__ import annotations
 
 import enum
@@ -45,22 +46,40 @@ class ResourceKind(enum.Enum):
     @property
     def config_key(self) -> str:
         """The device-config.yaml key that names this resource (for error messages)."""
-        return {ResourceKind.NUMBER: "resourceCountName", ResourceKind.MEMORY: "resourceMemoryName",
-                ResourceKind.CORES: "resourceCoreName"}[self]
+        return {
+            ResourceKind.NUMBER: "resourceCountName",
+            ResourceKind.MEMORY: "resourceMemoryName",
+            ResourceKind.CORES: "resourceCoreName",
+        }[self]
 
     @property
     def count_key(self) -> str:
         """The config key that sets how many IDs each GPU gets (named by the size check)."""
-        return {ResourceKind.NUMBER: "deviceSplitCount", ResourceKind.MEMORY: "gpuMemoryFactor",
-                ResourceKind.CORES: "deviceCoreScaling"}[self]
+        return {
+            ResourceKind.NUMBER: "deviceSplitCount",
+            ResourceKind.MEMORY: "gpuMemoryFactor",
+            ResourceKind.CORES: "deviceCoreScaling",
+        }[self]
+
 
 _QUANTITY_RE = re.compile(r"([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
 _SUFFIX = {
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
 }
 BAD_QUANTITY = -1
 """What an unparsable or fractional limit reads as: never equal to a kubelet request size."""
@@ -102,13 +121,12 @@ class ResourceNames:
     cores: str
 
     @classmethod
-    def from_config(cls, cfg: EffectiveConfig) -> "ResourceNames":
+    def from_config(cls, cfg: EffectiveConfig) -> ResourceNames:
         d = cfg.device
         return cls(d.resource_count_name, d.resource_memory_name, d.resource_core_name)
 
     def name(self, kind: ResourceKind) -> str:
-        return {ResourceKind.NUMBER: self.count, ResourceKind.MEMORY: self.memory,
-                ResourceKind.CORES: self.cores}[kind]
+        return {ResourceKind.NUMBER: self.count, ResourceKind.MEMORY: self.memory, ResourceKind.CORES: self.cores}[kind]
 
 
 @dataclass(frozen=True)
@@ -224,9 +242,12 @@ class PodView:
         except ProtocolError as exc:
             return exc
         if len(got) != len(self.containers):
-            return ProtocolError(keys.DEVICES_TO_ALLOCATE, "",
-                                 f"has {len(got)} segment(s) but the pod has {len(self.containers)} "
-                                 "container(s) requesting vGPU", dta)
+            return ProtocolError(
+                keys.DEVICES_TO_ALLOCATE,
+                "",
+                f"has {len(got)} segment(s) but the pod has {len(self.containers)} container(s) requesting vGPU",
+                dta,
+            )
         return got
 
 
@@ -234,24 +255,35 @@ def pod_view(pod: Mapping[str, Any], names: ResourceNames) -> PodView:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
+
     def vgpu_containers(items: Any) -> tuple[VgpuContainer, ...]:
         out: list[VgpuContainer] = []
         for i, c in enumerate(items or ()):
             if not isinstance(c, Mapping) or not requests_vgpu(c, names):
                 continue
             lim = _limits(c)
-            limits = tuple((kind, parse_whole_quantity(lim[names.name(kind)]))
-                           for kind in (ResourceKind.NUMBER, ResourceKind.MEMORY, ResourceKind.CORES)
-                           if names.name(kind) in lim)
-            out.append(VgpuContainer(len(out), i, str(c.get("name", "")), limits,
-                                     _env_value(c, "CUDA_DISABLE_CONTROL")))
+            limits = tuple(
+                (kind, parse_whole_quantity(lim[names.name(kind)]))
+                for kind in (ResourceKind.NUMBER, ResourceKind.MEMORY, ResourceKind.CORES)
+                if names.name(kind) in lim
+            )
+            out.append(
+                VgpuContainer(len(out), i, str(c.get("name", "")), limits, _env_value(c, "CUDA_DISABLE_CONTROL"))
+            )
         return tuple(out)
 
     ctrs = vgpu_containers(spec.get("containers"))
     init = vgpu_containers(spec.get("initContainers"))
     return PodView(
-        uid=str(meta.get("uid", "")), namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
-        resource_version=str(meta.get("resourceVersion", "")), creation=str(meta.get("creationTimestamp", "")),
-        annotations=meta.get("annotations") or {}, containers=ctrs, init_containers=init,
-        deleting=bool(meta.get("deletionTimestamp")), terminal=status.get("phase") in ("Succeeded", "Failed"),
-        raw=pod)
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        creation=str(meta.get("creationTimestamp", "")),
+        annotations=meta.get("annotations") or {},
+        containers=ctrs,
+        init_containers=init,
+        deleting=bool(meta.get("deletionTimestamp")),
+        terminal=status.get("phase") in ("Succeeded", "Failed"),
+        raw=pod,
+    )

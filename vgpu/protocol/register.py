@@ -4,6 +4,7 @@ Two decoders on purpose: :func:`decode_register` checks our exact grammar (for t
 and ``vgpu inspect``); :func:`decode_register_as_volcano` reproduces what a given Volcano
 version's ``decodeNodeDevices`` accepts (for the scheduler emulator), including its leniency.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,8 +20,10 @@ TYPE_PREFIX: Final = "NVIDIA-"
 FIELDS: Final = ("uuid", "count", "devmem", "type", "health", "mode")
 
 # One record of our grammar; [0-9] is ASCII-only. Groups: uuid, count, devmem, type, health, mode.
-_RECORD_PATTERN: Final = (r"(GPU-[0-9A-Fa-f-]{36}),([0-9]+),([0-9]+),(NVIDIA-[^,:]+),(true|false),"
-                          r"(hami-core|mig):")
+_RECORD_PATTERN: Final = (
+    r"(GPU-[0-9A-Fa-f-]{36}),([0-9]+),([0-9]+),(NVIDIA-[^,:]+),(true|false),"
+    r"(hami-core|mig):"
+)
 _RECORD_RE: Final = re.compile(_RECORD_PATTERN)
 _VALUE_RE: Final = re.compile(f"(?:{_RECORD_PATTERN})+")
 
@@ -64,10 +67,10 @@ def _check_record(record: RegisterRecord, where: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
             raise ProtocolError(ann, f"{where}, field {name}", "not a non-negative int64", str(value))
     t = record.type
-    if not t.startswith(TYPE_PREFIX) or len(t) == len(TYPE_PREFIX) or "," in t or ":" in t \
-            or not t.isprintable():
-        raise ProtocolError(ann, f"{where}, field type",
-                            'not "NVIDIA-" followed by a printable name without "," or ":"', t)
+    if not t.startswith(TYPE_PREFIX) or len(t) == len(TYPE_PREFIX) or "," in t or ":" in t or not t.isprintable():
+        raise ProtocolError(
+            ann, f"{where}, field type", 'not "NVIDIA-" followed by a printable name without "," or ":"', t
+        )
     if not isinstance(record.health, bool):
         raise ProtocolError(ann, f"{where}, field health", "not a bool", str(record.health))
     if record.mode not in keys.MODES:
@@ -89,13 +92,20 @@ def encode_register(records: Sequence[RegisterRecord], minors: Sequence[int] | N
             raise ValueError(f"{len(minors)} minors for {len(records)} records")
         order = sorted(range(len(records)), key=lambda i: minors[i])
         records = [records[i] for i in order]
-    text = "".join([f"{r.uuid},{r.count},{r.devmem},{r.type},{'true' if r.health is True else 'false'},{r.mode}:"
-                    for r in records])
+    text = "".join(
+        [f"{r.uuid},{r.count},{r.devmem},{r.type},{'true' if r.health is True else 'false'},{r.mode}:" for r in records]
+    )
     ok = _VALUE_RE.fullmatch(text) is not None
     if ok:
         for r in records:
-            if type(r.count) is not int or type(r.devmem) is not int or type(r.health) is not bool \
-                    or r.count > INT64_MAX or r.devmem > INT64_MAX or not r.type.isprintable():
+            if (
+                type(r.count) is not int
+                or type(r.devmem) is not int
+                or type(r.health) is not bool
+                or r.count > INT64_MAX
+                or r.devmem > INT64_MAX
+                or not r.type.isprintable()
+            ):
                 ok = False
                 break
     if not ok:
@@ -133,8 +143,9 @@ def decode_register(value: str) -> tuple[RegisterRecord, ...]:
             raise ProtocolError(ann, where, "empty record", seg)
         fields = seg.split(",")
         if len(fields) != 6:
-            raise ProtocolError(ann, where, f"has {len(fields)} fields, expected 6 "
-                                "(uuid,count,devmem,type,health,mode)", seg)
+            raise ProtocolError(
+                ann, where, f"has {len(fields)} fields, expected 6 (uuid,count,devmem,type,health,mode)", seg
+            )
         uuid, count, devmem, typ, health, mode = fields
         if not is_gpu_uuid(uuid):
             raise ProtocolError(ann, f"{where}, field uuid", 'not "GPU-" followed by 36 hex digits or "-"', uuid)
@@ -193,24 +204,29 @@ def decode_register_as_volcano(value: str, *, min_fields: int = 6) -> VolcanoReg
             continue
         items = seg.split(",")
         if len(items) < min_fields:
-            raise ProtocolError(ann, f"record {index}",
-                                f"wrong Node GPU info: {len(items)} fields, this Volcano needs at least {min_fields}",
-                                seg)
+            raise ProtocolError(
+                ann,
+                f"record {index}",
+                f"wrong Node GPU info: {len(items)} fields, this Volcano needs at least {min_fields}",
+                seg,
+            )
         count = go_atoi(items[1])
         devmem = go_atoi(items[2])
         mode = keys.MODE_HAMI_CORE
         if min_fields >= 6 and items[5] == keys.MODE_MIG:
             mode = keys.MODE_MIG
         node_mode = mode
-        devices.append(VolcanoGpu(
-            id=index,
-            uuid=items[0],
-            number=go_uint(count or 0),
-            memory=go_uint(devmem or 0),
-            type=items[3],
-            health=bool(go_parse_bool(items[4])),
-            mode=mode,
-        ))
+        devices.append(
+            VolcanoGpu(
+                id=index,
+                uuid=items[0],
+                number=go_uint(count or 0),
+                memory=go_uint(devmem or 0),
+                type=items[3],
+                health=bool(go_parse_bool(items[4])),
+                mode=mode,
+            )
+        )
     return VolcanoRegister(tuple(devices), node_mode)
 
 

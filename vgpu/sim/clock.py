@@ -3,10 +3,11 @@
 :class:`FakeClock` runs minutes of handshake traffic in milliseconds: ``advance()`` moves time
 and wakes every waiter, so nothing sleeps in real time to pass simulated time.
 """
+
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 class FakeClock:
@@ -31,7 +32,7 @@ class FakeClock:
         return self.unix()
 
     def now(self) -> datetime:
-        return datetime.fromtimestamp(self.unix(), timezone.utc)
+        return datetime.fromtimestamp(self.unix(), UTC)
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:

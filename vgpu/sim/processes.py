@@ -11,6 +11,7 @@ to synchronise.
 it reads the bound port from its log and is always stopped with SIGTERM (then SIGKILL) by
 whoever started it.
 """
+
 from __future__ import annotations
 
 import os
@@ -59,8 +60,9 @@ class LoggedProcess:
     ``name`` is what failure messages call it (default: the program's file name).
     """
 
-    def __init__(self, args: Sequence[str], env: Mapping[str, str] | None, log_path: pathlib.Path, *,
-                 name: str | None = None) -> None:
+    def __init__(
+        self, args: Sequence[str], env: Mapping[str, str] | None, log_path: pathlib.Path, *, name: str | None = None
+    ) -> None:
         self.args = list(args)
         self.name = name or pathlib.Path(self.args[0]).name
         self.env = dict(env) if env is not None else None
@@ -72,8 +74,9 @@ class LoggedProcess:
         """Start the process; ``append`` keeps what an earlier run wrote to the log."""
         self._close_log()
         self._log = open(self.log_path, "ab" if append else "wb")
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            self.args, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         return self
 
     @property
@@ -87,8 +90,7 @@ class LoggedProcess:
     def assert_running(self) -> None:
         """Fail at once, with the log's tail, when the process has exited."""
         assert self.proc is not None, f"{self.name} was never started"
-        assert self.proc.poll() is None, \
-            f"{self.name} exited with {self.proc.returncode}:\n{self.log()[-4000:]}"
+        assert self.proc.poll() is None, f"{self.name} exited with {self.proc.returncode}:\n{self.log()[-4000:]}"
 
     def wait_exit(self, timeout: float) -> int:
         assert self.proc is not None, f"{self.name} was never started"
@@ -120,8 +122,9 @@ class LoggedProcess:
             self._log = None
 
 
-def wait_until(predicate: Callable[[], T], timeout: float, what: str, *, step: float = 0.05,
-               process: LoggedProcess | None = None) -> T:
+def wait_until(
+    predicate: Callable[[], T], timeout: float, what: str, *, step: float = 0.05, process: LoggedProcess | None = None
+) -> T:
     """Poll ``predicate`` until it returns something truthy and return that (never a fixed sleep).
 
     Fails naming ``what`` after ``timeout`` seconds; with ``process``, fails at once when it exits
@@ -135,8 +138,10 @@ def wait_until(predicate: Callable[[], T], timeout: float, what: str, *, step: f
         if process is not None:
             process.assert_running()
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}"
-                                 + (f"\n--- log ---\n{process.log()[-4000:]}" if process else ""))
+            raise AssertionError(
+                f"timed out after {timeout} s waiting for {what}"
+                + (f"\n--- log ---\n{process.log()[-4000:]}" if process else "")
+            )
         time.sleep(step)
 
 
@@ -144,11 +149,31 @@ _SERVING = re.compile(r"serving metrics on http://([0-9.]+):(\d+)/metrics")
 
 
 class MonitorProcess(LoggedProcess):
-    def __init__(self, workdir: pathlib.Path, hook: pathlib.Path, kubeconfig: pathlib.Path | None, *,
-                 nvml_env: dict[str, str] | None = None, node_name: str = "node-1", extra_args: list[str] | None = None,
-                 log_level: str = "INFO"):
-        args = [sys.executable, "-m", "vgpu", "--log-level", log_level, "monitor", "--node-name", node_name,
-                "--hook-path", str(hook), "--listen", "127.0.0.1:0"]
+    def __init__(
+        self,
+        workdir: pathlib.Path,
+        hook: pathlib.Path,
+        kubeconfig: pathlib.Path | None,
+        *,
+        nvml_env: dict[str, str] | None = None,
+        node_name: str = "node-1",
+        extra_args: list[str] | None = None,
+        log_level: str = "INFO",
+    ):
+        args = [
+            sys.executable,
+            "-m",
+            "vgpu",
+            "--log-level",
+            log_level,
+            "monitor",
+            "--node-name",
+            node_name,
+            "--hook-path",
+            str(hook),
+            "--listen",
+            "127.0.0.1:0",
+        ]
         if kubeconfig is not None:
             args += ["--kubeconfig", str(kubeconfig)]
         args += extra_args or []

@@ -1,4 +1,5 @@
 """Fixtures for talking to the simulated API server over real HTTP with the real client."""
+
 from __future__ import annotations
 
 import queue
@@ -36,8 +37,12 @@ def core(api_client: client.ApiClient) -> client.CoreV1Api:
 
 
 def pod_body(name: str, namespace: str = "default", **meta: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, **meta},
-            "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, **meta},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
+    }
 
 
 class WatchStream:

@@ -1,4 +1,5 @@
 """The official kubernetes client against the simulated API server over HTTP."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,17 @@ def test_discovery(apiserver, api_client):
     assert version.git_version == "v1.32.0" and version.major == "1"
     core_resources = client.CoreV1Api(api_client).get_api_resources()
     by_name = {r.name: r for r in core_resources.resources}
-    assert {"pods", "pods/binding", "pods/status", "nodes", "nodes/status", "events", "configmaps",
-            "namespaces", "bindings"} <= set(by_name)
+    assert {
+        "pods",
+        "pods/binding",
+        "pods/status",
+        "nodes",
+        "nodes/status",
+        "events",
+        "configmaps",
+        "namespaces",
+        "bindings",
+    } <= set(by_name)
     assert by_name["pods"].namespaced and not by_name["nodes"].namespaced
     assert set(by_name["pods"].verbs) >= {"create", "get", "list", "watch", "patch", "delete"}
     assert by_name["pods/binding"].verbs == ["create"] and by_name["pods/binding"].kind == "Binding"
@@ -43,13 +53,19 @@ def test_pod_crud_and_the_three_patch_types(core):
     assert out.metadata.annotations == {"b": "2"}
     assert int(out.metadata.resource_version) > int(created.metadata.resource_version)
     # merge patch
-    out = core.patch_namespaced_pod("p1", "default", {"metadata": {"labels": {"x": "y"}}},
-                                    _content_type="application/merge-patch+json")
+    out = core.patch_namespaced_pod(
+        "p1", "default", {"metadata": {"labels": {"x": "y"}}}, _content_type="application/merge-patch+json"
+    )
     assert out.metadata.labels == {"x": "y"}
     # JSON patch (a list body)
-    out = core.patch_namespaced_pod("p1", "default",
-                                    [{"op": "replace", "path": "/metadata/annotations/b", "value": "3"},
-                                     {"op": "test", "path": "/metadata/labels/x", "value": "y"}])
+    out = core.patch_namespaced_pod(
+        "p1",
+        "default",
+        [
+            {"op": "replace", "path": "/metadata/annotations/b", "value": "3"},
+            {"op": "test", "path": "/metadata/labels/x", "value": "y"},
+        ],
+    )
     assert out.metadata.annotations == {"b": "3"}
     with pytest.raises(ApiException) as err:
         core.patch_namespaced_pod("p1", "default", [{"op": "test", "path": "/metadata/labels/x", "value": "z"}])
@@ -62,14 +78,25 @@ def test_pod_crud_and_the_three_patch_types(core):
     with pytest.raises(ApiException) as err:
         core.read_namespaced_pod("p1", "default")
     assert err.value.status == 404
-    assert status_of(err.value) == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                    "message": 'pods "p1" not found', "reason": "NotFound",
-                                    "details": {"name": "p1", "kind": "pods"}, "code": 404}
+    assert status_of(err.value) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'pods "p1" not found',
+        "reason": "NotFound",
+        "details": {"name": "p1", "kind": "pods"},
+        "code": 404,
+    }
 
 
 def test_node_patch_types_update_conflict_and_status(core):
-    node = core.create_node({"metadata": {"name": "n1", "annotations": {"volcano.sh/node-vgpu-handshake": "x"}},
-                             "status": {"capacity": {"volcano.sh/vgpu-number": "10"}}})
+    node = core.create_node(
+        {
+            "metadata": {"name": "n1", "annotations": {"volcano.sh/node-vgpu-handshake": "x"}},
+            "status": {"capacity": {"volcano.sh/vgpu-number": "10"}},
+        }
+    )
     assert node.status.capacity == {"volcano.sh/vgpu-number": "10"}
     core.patch_node("n1", {"metadata": {"annotations": {"volcano.sh/node-vgpu-register": "r"}}})
     core.patch_node("n1", {"metadata": {"labels": {"gpu": "on"}}}, _content_type="application/merge-patch+json")
@@ -92,8 +119,15 @@ def test_node_patch_types_update_conflict_and_status(core):
     # the main resource ignores status; nodes/status takes it (capacity map merged per key)
     core.patch_node("n1", {"status": {"capacity": {"volcano.sh/vgpu-number": "99"}}})
     assert core.read_node("n1").status.capacity == {"volcano.sh/vgpu-number": "10"}
-    out = core.patch_node_status("n1", {"status": {"allocatable": {"volcano.sh/vgpu-memory": "81920"},
-                                                   "capacity": {"volcano.sh/vgpu-memory": "81920"}}})
+    out = core.patch_node_status(
+        "n1",
+        {
+            "status": {
+                "allocatable": {"volcano.sh/vgpu-memory": "81920"},
+                "capacity": {"volcano.sh/vgpu-memory": "81920"},
+            }
+        },
+    )
     assert out.status.capacity == {"volcano.sh/vgpu-number": "10", "volcano.sh/vgpu-memory": "81920"}
     assert core.read_node_status("n1").status.allocatable == {"volcano.sh/vgpu-memory": "81920"}
     status = core.read_node_status("n1")
@@ -108,19 +142,30 @@ def test_node_patch_types_update_conflict_and_status(core):
 def test_binding_sets_node_name_and_copies_annotations(apiserver, core):
     core.create_namespaced_pod("default", pod_body("gpu-pod", annotations={"user": "kept"}))
     binding = client.V1Binding(
-        metadata=client.V1ObjectMeta(name="gpu-pod", annotations={
-            "volcano.sh/vgpu-ids-new": "GPU-aaa,NVIDIA,3000,50:", "volcano.sh/bind-phase": "allocating"}),
-        target=client.V1ObjectReference(api_version="v1", kind="Node", name="n1"))
+        metadata=client.V1ObjectMeta(
+            name="gpu-pod",
+            annotations={"volcano.sh/vgpu-ids-new": "GPU-aaa,NVIDIA,3000,50:", "volcano.sh/bind-phase": "allocating"},
+        ),
+        target=client.V1ObjectReference(api_version="v1", kind="Node", name="n1"),
+    )
     # The real server answers a Binding with a Status, which the client cannot turn into a
     # V1Binding; callers (like the scheduler emulator) read the raw response.
     resp = core.create_namespaced_pod_binding("gpu-pod", "default", binding, _preload_content=False)
     assert resp.status == 201
-    assert json.loads(resp.data) == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                     "code": 201}
+    assert json.loads(resp.data) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "code": 201,
+    }
     pod = core.read_namespaced_pod("gpu-pod", "default")
     assert pod.spec.node_name == "n1"
-    assert pod.metadata.annotations == {"user": "kept", "volcano.sh/vgpu-ids-new": "GPU-aaa,NVIDIA,3000,50:",
-                                        "volcano.sh/bind-phase": "allocating"}
+    assert pod.metadata.annotations == {
+        "user": "kept",
+        "volcano.sh/vgpu-ids-new": "GPU-aaa,NVIDIA,3000,50:",
+        "volcano.sh/bind-phase": "allocating",
+    }
     assert [(c.type, c.status) for c in pod.status.conditions] == [("PodScheduled", "True")]
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod_binding("gpu-pod", "default", binding, _preload_content=False)
@@ -128,16 +173,20 @@ def test_binding_sets_node_name_and_copies_annotations(apiserver, core):
     # the legacy /bindings collection does the same
     core.create_namespaced_pod("default", pod_body("other"))
     resp = core.create_namespaced_binding(
-        "default", client.V1Binding(metadata=client.V1ObjectMeta(name="other"),
-                                    target=client.V1ObjectReference(kind="Node", name="n2")),
-        _preload_content=False)
+        "default",
+        client.V1Binding(
+            metadata=client.V1ObjectMeta(name="other"), target=client.V1ObjectReference(kind="Node", name="n2")
+        ),
+        _preload_content=False,
+    )
     assert resp.status == 201 and apiserver.store.get("pods", "default", "other")["spec"]["nodeName"] == "n2"
 
 
 def test_list_with_field_and_label_selectors(apiserver, core):
     for i, node in enumerate(["n1", "n1", "n2", None]):
-        core.create_namespaced_pod("default" if i < 3 else "team", pod_body(f"p{i}", "default" if i < 3 else "team",
-                                                                             labels={"idx": str(i)}))
+        core.create_namespaced_pod(
+            "default" if i < 3 else "team", pod_body(f"p{i}", "default" if i < 3 else "team", labels={"idx": str(i)})
+        )
         if node:
             apiserver.store.bind("default", f"p{i}", node)
     apiserver.store.patch("pods", "default", "p0", {"status": {"phase": "Running"}}, subresource="status")
@@ -173,36 +222,63 @@ def test_list_with_field_and_label_selectors(apiserver, core):
 def test_events_core_and_events_k8s_io(api_client, core):
     pod = core.create_namespaced_pod("default", pod_body("p"))
     ref = client.V1ObjectReference(kind="Pod", name="p", namespace="default", uid=pod.metadata.uid)
-    core.create_namespaced_event("default", client.CoreV1Event(
-        metadata=client.V1ObjectMeta(name="p.1"), involved_object=ref, reason="UnexpectedAdmissionError",
-        message="malformed annotation", type="Warning", source=client.V1EventSource(component="vgpu")))
-    client.EventsV1Api(api_client).create_namespaced_event("default", client.EventsV1Event(
-        metadata=client.V1ObjectMeta(name="p.2"), regarding=ref, reason="Allocated", note="ok", type="Normal",
-        action="Allocate", reporting_controller="vgpu", reporting_instance="n1",
-        event_time="2026-01-01T00:00:00.000000Z"))
+    core.create_namespaced_event(
+        "default",
+        client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name="p.1"),
+            involved_object=ref,
+            reason="UnexpectedAdmissionError",
+            message="malformed annotation",
+            type="Warning",
+            source=client.V1EventSource(component="vgpu"),
+        ),
+    )
+    client.EventsV1Api(api_client).create_namespaced_event(
+        "default",
+        client.EventsV1Event(
+            metadata=client.V1ObjectMeta(name="p.2"),
+            regarding=ref,
+            reason="Allocated",
+            note="ok",
+            type="Normal",
+            action="Allocate",
+            reporting_controller="vgpu",
+            reporting_instance="n1",
+            event_time="2026-01-01T00:00:00.000000Z",
+        ),
+    )
     listed = core.list_namespaced_event("default", field_selector=f"involvedObject.uid={pod.metadata.uid}")
     assert sorted((e.metadata.name, e.reason, e.message) for e in listed.items) == [
-        ("p.1", "UnexpectedAdmissionError", "malformed annotation"), ("p.2", "Allocated", "ok")]
+        ("p.1", "UnexpectedAdmissionError", "malformed annotation"),
+        ("p.2", "Allocated", "ok"),
+    ]
     warn = core.list_event_for_all_namespaces(field_selector="type=Warning,involvedObject.name=p")
     assert [e.metadata.name for e in warn.items] == ["p.1"]
     # Read raw: like a real server, a core event without eventTime shows "eventTime": null through
     # events.k8s.io, which the client's EventsV1Event model refuses.
-    resp = client.EventsV1Api(api_client).list_namespaced_event("default", field_selector="regarding.name=p",
-                                                                _preload_content=False)
+    resp = client.EventsV1Api(api_client).list_namespaced_event(
+        "default", field_selector="regarding.name=p", _preload_content=False
+    )
     v1 = json.loads(resp.data)
     assert v1["kind"] == "EventList" and v1["apiVersion"] == "events.k8s.io/v1"
     assert sorted((e["metadata"]["name"], e["note"], e["eventTime"]) for e in v1["items"]) == [
-        ("p.1", "malformed annotation", None), ("p.2", "ok", "2026-01-01T00:00:00.000000Z")]
+        ("p.1", "malformed annotation", None),
+        ("p.2", "ok", "2026-01-01T00:00:00.000000Z"),
+    ]
     assert client.EventsV1Api(api_client).read_namespaced_event("p.2", "default").regarding.uid == pod.metadata.uid
 
 
 def test_configmaps_crud(core):
-    core.create_namespaced_config_map("kube-system", {"metadata": {"name": "volcano-vgpu-device-config"},
-                                                      "data": {"device-config.yaml": "nvidia: {}"}})
+    core.create_namespaced_config_map(
+        "kube-system",
+        {"metadata": {"name": "volcano-vgpu-device-config"}, "data": {"device-config.yaml": "nvidia: {}"}},
+    )
     cm = core.read_namespaced_config_map("volcano-vgpu-device-config", "kube-system")
     cm.data["extra"] = "1"
     assert core.replace_namespaced_config_map(cm.metadata.name, "kube-system", cm).data == {
-        "device-config.yaml": "nvidia: {}", "extra": "1"}
+        "device-config.yaml": "nvidia: {}",
+        "extra": "1",
+    }
     core.patch_namespaced_config_map(cm.metadata.name, "kube-system", {"data": {"extra": None}})
     assert core.read_namespaced_config_map(cm.metadata.name, "kube-system").data == {"device-config.yaml": "nvidia: {}"}
     status = core.delete_namespaced_config_map(cm.metadata.name, "kube-system")
@@ -217,18 +293,29 @@ def test_error_shapes(apiserver, core):
     body = status_of(err.value)
     assert err.value.status == 422 and body["reason"] == "Invalid"
     assert body["message"] == 'Pod "x" is invalid: spec.containers[0].image: Required value'
-    assert body["details"]["causes"] == [{"reason": "FieldValueRequired", "message": "Required value",
-                                          "field": "spec.containers[0].image"}]
+    assert body["details"]["causes"] == [
+        {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.containers[0].image"}
+    ]
     with pytest.raises(urllib.error.HTTPError) as http_err:
         urllib.request.urlopen(apiserver.url + "/api/v1/nope", timeout=5)
     assert http_err.value.code == 404
     assert json.loads(http_err.value.read()) == {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": "the server could not find the requested resource", "reason": "NotFound", "details": {},
-        "code": 404}
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "the server could not find the requested resource",
+        "reason": "NotFound",
+        "details": {},
+        "code": 404,
+    }
     core.create_namespaced_pod("default", pod_body("p"))
-    req = urllib.request.Request(apiserver.url + "/api/v1/namespaces/default/pods/p", data=b"<a/>", method="PATCH",
-                                 headers={"Content-Type": "application/xml"})
+    req = urllib.request.Request(
+        apiserver.url + "/api/v1/namespaces/default/pods/p",
+        data=b"<a/>",
+        method="PATCH",
+        headers={"Content-Type": "application/xml"},
+    )
     with pytest.raises(urllib.error.HTTPError) as http_err:
         urllib.request.urlopen(req, timeout=5)
     assert http_err.value.code == 415
@@ -240,6 +327,7 @@ def test_error_shapes(apiserver, core):
 
 def test_kubeconfig_works_with_the_client_loader(apiserver, tmp_path):
     from kubernetes import config
+
     path = apiserver.kubeconfig(tmp_path / "kube" / "config", namespace="team")
     loaded = config.new_client_from_config(config_file=str(path))
     try:

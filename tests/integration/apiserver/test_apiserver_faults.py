@@ -1,4 +1,5 @@
 """Fault hooks, the request ledger and restart-in-place, seen through real HTTP."""
+
 from __future__ import annotations
 
 import http.client
@@ -42,7 +43,7 @@ def test_rules_match_subresources_names_and_globs(apiserver, core):
         core.patch_namespaced_pod_status("a", "default", {"status": {"phase": "Running"}})
     assert err.value.status == 409 and json.loads(err.value.body)["reason"] == "Conflict"
     core.patch_namespaced_pod_status("b", "default", {"status": {"phase": "Running"}})  # other name: served
-    core.patch_namespaced_pod("a", "default", {"metadata": {"labels": {"x": "y"}}})     # main resource: served
+    core.patch_namespaced_pod("a", "default", {"metadata": {"labels": {"x": "y"}}})  # main resource: served
     apiserver.faults.clear()
     apiserver.faults.fail("*", "pods*", status=503, count=1)
     with pytest.raises(ApiException) as err:
@@ -108,8 +109,12 @@ def test_requests_are_logged_with_verbs_and_server_time(apiserver, core):
     core.read_namespaced_pod("a", "default")
     core.delete_namespaced_pod("a", "default")
     seen = [(r.verb, r.resource, r.namespace, r.name, r.status) for r in apiserver.requests.requests(resource="pods")]
-    assert seen == [("create", "pods", "default", None, 201), ("list", "pods", "default", None, 200),
-                    ("get", "pods", "default", "a", 200), ("delete", "pods", "default", "a", 200)]
+    assert seen == [
+        ("create", "pods", "default", None, 201),
+        ("list", "pods", "default", None, 200),
+        ("get", "pods", "default", "a", 200),
+        ("delete", "pods", "default", "a", 200),
+    ]
     assert all(r.time >= before for r in apiserver.requests.requests())
     assert apiserver.requests.requests("list", "pods")[0].query == "fieldSelector=spec.nodeName%3Dn1"
     assert len(apiserver.requests.writes(since=before)) == 2

@@ -1,4 +1,5 @@
 """The real kubectl against the simulated API server: outputs are parsed and checked."""
+
 from __future__ import annotations
 
 import json
@@ -7,10 +8,9 @@ import shutil
 import subprocess
 
 import pytest
-
-from tests.conftest import missing_program
 import yaml
 
+from tests.conftest import missing_program
 from tests.integration.apiserver.conftest import pod_body
 
 KUBECTL = shutil.which("kubectl")
@@ -34,6 +34,7 @@ def kubectl(apiserver, tmp_path: pathlib.Path):
         if ok:
             assert proc.returncode == 0, f"kubectl {' '.join(args)} failed: {proc.stderr}"
         return proc
+
     return run
 
 
@@ -42,9 +43,16 @@ def table(text: str) -> list[list[str]]:
 
 
 def test_get_nodes_yaml_with_server_flag(apiserver, kubectl):
-    apiserver.store.create("nodes", {"metadata": {"name": "gpu-node", "annotations": {
-        "volcano.sh/node-vgpu-register": "GPU-0,10,81920,100,NVIDIA-A100-SXM4-80GB,0,true:"}},
-        "status": {"capacity": {"volcano.sh/vgpu-number": "10"}}})
+    apiserver.store.create(
+        "nodes",
+        {
+            "metadata": {
+                "name": "gpu-node",
+                "annotations": {"volcano.sh/node-vgpu-register": "GPU-0,10,81920,100,NVIDIA-A100-SXM4-80GB,0,true:"},
+            },
+            "status": {"capacity": {"volcano.sh/vgpu-number": "10"}},
+        },
+    )
     out = kubectl("get", "nodes", "-o", "yaml", use_server_flag=True).stdout
     doc = yaml.safe_load(out)
     assert doc["kind"] == "List" and len(doc["items"]) == 1
@@ -52,8 +60,10 @@ def test_get_nodes_yaml_with_server_flag(apiserver, kubectl):
     assert (node["apiVersion"], node["kind"], node["metadata"]["name"]) == ("v1", "Node", "gpu-node")
     assert node["metadata"]["annotations"]["volcano.sh/node-vgpu-register"].startswith("GPU-0,10,81920")
     assert node["status"]["capacity"] == {"volcano.sh/vgpu-number": "10"}
-    assert node["metadata"]["resourceVersion"] == apiserver.store.get("nodes", None, "gpu-node")["metadata"][
-        "resourceVersion"]
+    assert (
+        node["metadata"]["resourceVersion"]
+        == apiserver.store.get("nodes", None, "gpu-node")["metadata"]["resourceVersion"]
+    )
 
 
 def test_annotate_pod_sends_a_merge_patch(apiserver, kubectl):
@@ -61,7 +71,8 @@ def test_annotate_pod_sends_a_merge_patch(apiserver, kubectl):
     out = kubectl("annotate", "pod", "p1", "volcano.sh/bind-phase=success").stdout
     assert out.strip() == "pod/p1 annotated"
     assert apiserver.store.get("pods", "default", "p1")["metadata"]["annotations"] == {
-        "volcano.sh/bind-phase": "success"}
+        "volcano.sh/bind-phase": "success"
+    }
     patch = apiserver.requests.writes("pods", "patch")[-1]
     assert patch.content_type == "application/merge-patch+json"
     kubectl("annotate", "pod", "p1", "volcano.sh/bind-phase-")  # removal: a null in the merge patch
@@ -76,8 +87,10 @@ def test_get_pods_all_namespaces_prints_the_server_table(apiserver, kubectl):
     apiserver.store.bind("team-a", "gpu", "n1")
     rows = table(kubectl("get", "pods", "-A").stdout)
     assert rows[0] == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
-    assert [r[:5] for r in rows[1:]] == [["default", "web", "0/1", "Pending", "0"],
-                                         ["team-a", "gpu", "0/1", "Pending", "0"]]
+    assert [r[:5] for r in rows[1:]] == [
+        ["default", "web", "0/1", "Pending", "0"],
+        ["team-a", "gpu", "0/1", "Pending", "0"],
+    ]
     wide = table(kubectl("get", "pods", "-n", "team-a", "-o", "wide").stdout)
     assert wide[0][:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
     assert wide[1][0] == "gpu" and wide[1][6] == "n1"
@@ -96,28 +109,49 @@ def test_patch_node_all_types(apiserver, kubectl):
     assert node["metadata"]["annotations"] == {"volcano.sh/node-vgpu-handshake": "x"}
     assert node["spec"]["unschedulable"] is True
     types = [r.content_type for r in apiserver.requests.writes("nodes", "patch")]
-    assert types == ["application/merge-patch+json", "application/strategic-merge-patch+json",
-                     "application/json-patch+json"]
+    assert types == [
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/json-patch+json",
+    ]
     rows = table(kubectl("get", "nodes").stdout)
     assert rows[0] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     assert rows[1][:3] == ["n1", "Unknown,SchedulingDisabled", "<none>"]
-    kubectl("patch", "node", "n1", "--subresource=status", "--type=merge",
-            "-p", '{"status":{"capacity":{"volcano.sh/vgpu-number":"10"}}}')
+    kubectl(
+        "patch",
+        "node",
+        "n1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"capacity":{"volcano.sh/vgpu-number":"10"}}}',
+    )
     assert apiserver.store.get("nodes", None, "n1")["status"]["capacity"] == {"volcano.sh/vgpu-number": "10"}
 
 
 def test_describe_pod_shows_node_annotations_and_events(apiserver, kubectl):
     pod = apiserver.store.create("pods", pod_body("gpu-pod"))
     apiserver.store.bind("default", "gpu-pod", "n1", {"volcano.sh/bind-phase": "failed"})
-    apiserver.store.create("events", {
-        "metadata": {"name": "gpu-pod.1", "namespace": "default"},
-        "involvedObject": {"kind": "Pod", "name": "gpu-pod", "namespace": "default", "uid": pod["metadata"]["uid"]},
-        "reason": "UnexpectedAdmissionError", "message": "device annotation is malformed", "type": "Warning",
-        "source": {"component": "vgpu-device-plugin"}, "count": 1,
-        "firstTimestamp": pod["metadata"]["creationTimestamp"], "lastTimestamp": pod["metadata"]["creationTimestamp"]})
+    apiserver.store.create(
+        "events",
+        {
+            "metadata": {"name": "gpu-pod.1", "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "name": "gpu-pod", "namespace": "default", "uid": pod["metadata"]["uid"]},
+            "reason": "UnexpectedAdmissionError",
+            "message": "device annotation is malformed",
+            "type": "Warning",
+            "source": {"component": "vgpu-device-plugin"},
+            "count": 1,
+            "firstTimestamp": pod["metadata"]["creationTimestamp"],
+            "lastTimestamp": pod["metadata"]["creationTimestamp"],
+        },
+    )
     out = kubectl("describe", "pod", "gpu-pod").stdout
-    fields = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in out.splitlines()
-              if ":" in line and not line.startswith(" ")}
+    fields = {
+        line.split(":", 1)[0]: line.split(":", 1)[1].strip()
+        for line in out.splitlines()
+        if ":" in line and not line.startswith(" ")
+    }
     assert fields["Name"] == "gpu-pod" and fields["Namespace"] == "default"
     assert fields["Node"] == "n1/"  # NODE/HOST-IP; no kubelet has reported a hostIP
     assert fields["Status"] == "Pending"

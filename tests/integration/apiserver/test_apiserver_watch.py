@@ -1,4 +1,5 @@
 """Watches through ``kubernetes.watch.Watch().stream`` against the simulated API server."""
+
 from __future__ import annotations
 
 import http.client
@@ -89,8 +90,12 @@ def test_too_old_resource_version_is_410(streams):
 
 def test_bookmarks_carry_the_current_version(apiserver, core, streams):
     core.create_namespaced_pod("default", pod_body("a"))
-    stream = WatchStream(core.list_namespaced_pod, namespace="default", allow_watch_bookmarks=True,
-                         resource_version=core.list_namespaced_pod("default").metadata.resource_version)
+    stream = WatchStream(
+        core.list_namespaced_pod,
+        namespace="default",
+        allow_watch_bookmarks=True,
+        resource_version=core.list_namespaced_pod("default").metadata.resource_version,
+    )
     streams.append(stream)
     bookmark = stream.next_event(skip_bookmarks=False)
     assert bookmark["type"] == "BOOKMARK"
@@ -136,8 +141,13 @@ def test_abrupt_drop_breaks_the_stream(apiserver, core, streams):
     assert isinstance(outcome, urllib3.exceptions.ProtocolError), outcome
 
 
-@pytest.mark.parametrize("path", ["/api/v1/watch/namespaces/default/pods/a",
-                                  "/api/v1/namespaces/default/pods?watch=1&fieldSelector=metadata.name%3Da"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/watch/namespaces/default/pods/a",
+        "/api/v1/namespaces/default/pods?watch=1&fieldSelector=metadata.name%3Da",
+    ],
+)
 def test_single_object_watch_paths(apiserver, core, path):
     core.create_namespaced_pod("default", pod_body("a"))
     core.create_namespaced_pod("default", pod_body("b"))

@@ -10,6 +10,7 @@ without the variable measures a many times higher ratio, so the failure is cause
 path and nothing else.  (Whether that control run clears 20x on a loaded machine is the job of
 ``make bench``/``make bench-quick``; asserting it here would only duplicate that check's noise.)
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,14 @@ GATE = "region.native_vs_python"
 def _run(out: pathlib.Path, **env: str) -> tuple[int, str, dict]:
     full_env = {k: v for k, v in os.environ.items() if k not in ("VGPU_BENCH_REGION_READER", "VGPU_BENCH_QUICK")}
     full_env.update(env)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick", "--out", str(out), "--", BENCH, "-q"],
-                          cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--out", str(out), "--", BENCH, "-q"],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     results = json.loads((out / "results.json").read_text())
     return proc.returncode, proc.stdout + proc.stderr, results
 

@@ -5,11 +5,11 @@ can wait for a line with a deadline), and records every descendant process it ev
 the test can check that none is left once the demo has exited.  The fixture kills whatever is
 still alive at the end (demo and descendants), also when the test failed.
 """
+
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -28,17 +28,25 @@ class DemoRun:
         full_env = dict(os.environ)
         full_env.update(env or {})
         full_env.pop("NO_COLOR", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "vgpu", "demo", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=full_env, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vgpu", "demo", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=full_env,
+            text=True,
+        )
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self.seen: dict[int, psutil.Process] = {}
-        self.cmdlines: dict[int, list[str]] = {}   # recorded while the process was alive
+        self.cmdlines: dict[int, list[str]] = {}  # recorded while the process was alive
         self._cond = threading.Condition()
         self._done = threading.Event()
-        self._threads = [threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout), daemon=True),
-                         threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr), daemon=True),
-                         threading.Thread(target=self._watch, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr), daemon=True),
+            threading.Thread(target=self._watch, daemon=True),
+        ]
         for t in self._threads:
             t.start()
 
@@ -81,9 +89,11 @@ class DemoRun:
                 if self.proc.poll() is not None:
                     exited_at = exited_at or now
                 if now >= deadline or (exited_at is not None and now - exited_at > 2.0):
-                    raise AssertionError(f"no line with {text!r} within {timeout} s; rc={self.proc.poll()}\n"
-                                         f"--- stdout ---\n{''.join(self.stdout)[-6000:]}\n"
-                                         f"--- stderr ---\n{''.join(self.stderr)[-6000:]}")
+                    raise AssertionError(
+                        f"no line with {text!r} within {timeout} s; rc={self.proc.poll()}\n"
+                        f"--- stdout ---\n{''.join(self.stdout)[-6000:]}\n"
+                        f"--- stderr ---\n{''.join(self.stderr)[-6000:]}"
+                    )
                 self._cond.wait(min(deadline - now, 0.25))
 
     def wait(self, timeout: float) -> int:

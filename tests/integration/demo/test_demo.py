@@ -3,6 +3,7 @@ processes.  Done-when of the demo issue: every sample pod reaches bind-phase=suc
 one stays Unschedulable, as documented), /metrics served per-pod values, an XID made a GPU
 unhealthy, a MIG allocation happened, and nothing is left behind — no process, no socket, no
 temp dir — after a scripted run, after Ctrl-C, and after a component died."""
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,16 @@ def test_scripted_run_reaches_every_milestone_and_leaves_nothing(demo):
     assert code == 0, run.output()[-8000:]
     assert rep["exit_code"] == 0 and rep["elapsed_s"] >= 20 and not rep["interrupted"]
     assert all(c["ok"] for c in rep["checks"]), rep["checks"]
-    assert {c["name"] for c in rep["checks"]} >= {"registration", "pods", "multi-container", "metrics", "feedback",
-                                                 "mig", "xid", "components"}
+    assert {c["name"] for c in rep["checks"]} >= {
+        "registration",
+        "pods",
+        "multi-container",
+        "metrics",
+        "feedback",
+        "mig",
+        "xid",
+        "components",
+    }
 
     pods = {p["pod"].split("/")[1]: p for p in rep["pods"]}
     assert set(pods) == {"fractional-gpu", "multi-container", "two-gpus", "mig-slice", "oversized"}
@@ -49,18 +58,28 @@ def test_scripted_run_reaches_every_milestone_and_leaves_nothing(demo):
     inference, shipper = pods["multi-container"]["allocate"]
     assert inference["container"] == "inference" and shipper["container"] == "log-shipper"
     assert shipper["devices"] == {} and shipper["envs"] == {} and shipper["mounts"] == []
-    assert inference["envs"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "16384m" and inference["envs"]["CUDA_DEVICE_SM_LIMIT"] == "40"
-    assert {m["container_path"] for m in inference["mounts"]} == {"/usr/local/vgpu/libvgpu.so", "/etc/ld.so.preload",
-                                                                 "/tmp/vgpu", "/tmp/vgpulock"}
+    assert (
+        inference["envs"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "16384m"
+        and inference["envs"]["CUDA_DEVICE_SM_LIMIT"] == "40"
+    )
+    assert {m["container_path"] for m in inference["mounts"]} == {
+        "/usr/local/vgpu/libvgpu.so",
+        "/etc/ld.so.preload",
+        "/tmp/vgpu",
+        "/tmp/vgpulock",
+    }
     (trainer,) = pods["two-gpus"]["allocate"]
     assert len(trainer["envs"]["NVIDIA_VISIBLE_DEVICES"].split(",")) == 2
 
     # /metrics of gpu-node-1's monitor carried each HAMi-core pod's own usage and its limit.
     samples = rep["metrics"]["gpu-node-1"]["samples"]
     for name, limit_mib in (("fractional-gpu", 8192), ("multi-container", 16384), ("two-gpus", 20480)):
-        used = [s for s in samples if s["name"] == "vGPU_device_memory_usage_in_bytes" and s["labels"]["podname"] == name]
-        limits = [s["value"] for s in samples
-                  if s["name"] == "hami_vgpu_memory_limit_bytes" and s["labels"]["pod"] == name]
+        used = [
+            s for s in samples if s["name"] == "vGPU_device_memory_usage_in_bytes" and s["labels"]["podname"] == name
+        ]
+        limits = [
+            s["value"] for s in samples if s["name"] == "hami_vgpu_memory_limit_bytes" and s["labels"]["pod"] == name
+        ]
         assert used and all(s["value"] > 0 for s in used), name
         assert limits and all(v == limit_mib << 20 for v in limits), (name, limits)
         assert f"default/{name}" in rep["metrics_seen"]
@@ -84,8 +103,10 @@ def test_scripted_run_reaches_every_milestone_and_leaves_nothing(demo):
     assert x["unhealthy_at"] is not None and x["register_health"] is False
     assert x["kubelet_healthy"][NUMBER] == "10/20"
     node1 = next(n for n in rep["nodes"] if n["name"] == "gpu-node-1")
-    assert f"{x['uuid']},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,false,hami-core:" in \
-        node1["annotations"]["volcano.sh/node-vgpu-register"]
+    assert (
+        f"{x['uuid']},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,false,hami-core:"
+        in node1["annotations"]["volcano.sh/node-vgpu-register"]
+    )
     assert node1["allocatable"][NUMBER] == "10"
 
     # Nothing left: processes, sockets, temp dir.
@@ -135,7 +156,9 @@ def test_a_dying_component_fails_the_run(demo):
 
 
 def test_a_plugin_that_cannot_start_fails_the_run(demo):
-    run = demo(["--gpus", "A100-80GB:1", "--duration", "5"], env={"VGPU_FAKE_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+    run = demo(
+        ["--gpus", "A100-80GB:1", "--duration", "5"], env={"VGPU_FAKE_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"}
+    )
     assert run.wait(120) == 1, run.output()[-6000:]
     out = run.output()
     assert "vgpu plugin (gpu-node-1) exited" in out and "NVML cannot start" in out

@@ -1,13 +1,13 @@
 """Fixtures for the deployment end-to-end tests: the Volcano e2e cluster (simulated API server,
 real `vgpu plugin`, fake kubelet, scheduler emulator) plus a real `vgpu monitor` process."""
+
 from __future__ import annotations
 
 import pathlib
 
 import pytest
 
-from tests.integration.volcano.conftest import apiserver, cluster, cluster_factory, hook_path  # noqa: F401
-from tests.integration.volcano.conftest import NODE
+from tests.integration.volcano.conftest import NODE, apiserver, cluster, cluster_factory, hook_path  # noqa: F401
 from vgpu.sim.processes import MonitorProcess, wait_until
 
 
@@ -19,8 +19,14 @@ def monitor_factory(tmp_path: pathlib.Path):
         work = tmp_path / f"monitor{len(started)}"
         work.mkdir()
         kubeconfig = cluster.api.kubeconfig(work / "kubeconfig")
-        mon = MonitorProcess(work, cluster.hook_path, kubeconfig, nvml_env=dict(cluster.nvml.env), node_name=NODE,
-                             extra_args=["--device-config", str(work / "absent-device-config.yaml")])
+        mon = MonitorProcess(
+            work,
+            cluster.hook_path,
+            kubeconfig,
+            nvml_env=dict(cluster.nvml.env),
+            node_name=NODE,
+            extra_args=["--device-config", str(work / "absent-device-config.yaml")],
+        )
         started.append(mon)
         mon.start(60)
         wait_until(lambda: mon.get("/healthz")[0] == 200, 60, "vgpu monitor /healthz", process=mon)
@@ -43,10 +49,9 @@ def run_allocation_flow(cluster):
     Volcano emulator with the node lock and admitted (Allocate success, annotation patches,
     lock release), and a pod nobody scheduled (Allocate fails, the plugin posts an Event).
     """
+    from tests.integration.volcano.conftest import MEMORY, NUMBER
     from vgpu.protocol import keys
     from vgpu.sim.kubelet.admission import pod_manifest
-
-    from tests.integration.volcano.conftest import MEMORY, NUMBER
 
     cluster.core.api_client.user_agent = DRIVER_UA
     cluster.create_pod(pod_manifest("ok", [{"name": "c", "limits": {NUMBER: 1, MEMORY: 1000}}]))
@@ -55,8 +60,9 @@ def run_allocation_flow(cluster):
     res = cluster.admit("ok")
     assert res.admitted, res.error
     wait_until(lambda: cluster.annotations("ok").get(keys.BIND_PHASE) == "success", 10, "bind-phase success")
-    wait_until(lambda: keys.NODE_LOCK not in (cluster.node()["metadata"].get("annotations") or {}), 10,
-               "node lock release")
+    wait_until(
+        lambda: keys.NODE_LOCK not in (cluster.node()["metadata"].get("annotations") or {}), 10, "node lock release"
+    )
     cluster.create_pod(pod_manifest("stray", [{"name": "c", "limits": {NUMBER: 1}}]))
     assert not cluster.admit("stray").admitted
     wait_until(lambda: cluster.events(), 10, "an Event from the plugin")

@@ -11,6 +11,7 @@ with a MIG slot, as a mig-mode node's plugin would, so ``hami_mig_device_info`` 
 itself).  Every family the dashboard shows then has samples, and the dashboard's names are
 compared with the sample names of a real /metrics scrape.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,17 +53,27 @@ def _mig_allocation(cluster, gpu_index: int, uuid: str) -> tuple[NvmlChild, str]
     carved by the plugin's MIG code, the pod annotated as the scheduler and the plugin leave it.
     Returns the child (close it) and the MIG device UUID the container got."""
     seg = f"{uuid}[group2-0],NVIDIA,20000,0:"
-    cluster.create_pod(pod_manifest("mig-job", [{"name": "trainer", "limits": {NUMBER: 1, MEMORY: 20000}}],
-                                    namespace="ml", annotations={keys.VGPU_MODE: "mig"}))
+    cluster.create_pod(
+        pod_manifest(
+            "mig-job",
+            [{"name": "trainer", "limits": {NUMBER: 1, MEMORY: 20000}}],
+            namespace="ml",
+            annotations={keys.VGPU_MODE: "mig"},
+        )
+    )
     pod = cluster.store.bind("ml", "mig-job", NODE, scheduler_allocation(NODE, decode_pod_devices(seg), 1784884863))
-    child = NvmlChild(cluster.nvml.env, (
-        "from tests.integration.mig.node import Node\n"
-        "from vgpu.mig import prepare_mig_gpus\n"
-        "from vgpu.nvml.discovery import discover_gpus\n"
-        "node = Node(None)\n"
-        f"report = prepare_mig_gpus(node.manager, [node.gpus[{gpu_index}]])\n"
-        "node.gpus = discover_gpus(None)\n"
-        "node.manager.set_gpus(node.gpus)\n"))
+    child = NvmlChild(
+        cluster.nvml.env,
+        (
+            "from tests.integration.mig.node import Node\n"
+            "from vgpu.mig import prepare_mig_gpus\n"
+            "from vgpu.nvml.discovery import discover_gpus\n"
+            "node = Node(None)\n"
+            f"report = prepare_mig_gpus(node.manager, [node.gpus[{gpu_index}]])\n"
+            "node.gpus = discover_gpus(None)\n"
+            "node.manager.set_gpus(node.gpus)\n"
+        ),
+    )
     try:
         assert child.eval("list(report.usable)") == [uuid]
         assert [d.uuid for d in decode_pod_devices(seg)[0]] == [uuid]
@@ -121,11 +132,20 @@ def test_dashboard_queries_only_metrics_a_real_monitor_exports(cluster_factory, 
         missing = sorted(wanted - scraped)
         assert not missing, f"the dashboard queries metrics the monitor does not export: {missing}"
         # The MIG table's row: the instance the plugin's MIG code handed to the container.
-        (mig,) = [s for f in text_string_to_metric_families(mon.scrape().decode())
-                  if f.name == "hami_mig_device_info" for s in f.samples]
+        (mig,) = [
+            s
+            for f in text_string_to_metric_families(mon.scrape().decode())
+            if f.name == "hami_mig_device_info"
+            for s in f.samples
+        ]
         assert {k: mig.labels[k] for k in ("namespace", "pod", "container", "profile", "mig_uuid", "device_uuid")} == {
-            "namespace": "ml", "pod": "mig-job", "container": "trainer", "profile": "2g.20gb",
-            "mig_uuid": mig_uuid, "device_uuid": uuids[mig_gpu]}
+            "namespace": "ml",
+            "pod": "mig-job",
+            "container": "trainer",
+            "profile": "2g.20gb",
+            "mig_uuid": mig_uuid,
+            "device_uuid": uuids[mig_gpu],
+        }
     finally:
         region.close()
         if mig_child is not None:

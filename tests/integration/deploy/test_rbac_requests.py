@@ -12,6 +12,7 @@ and are left out.
 A second, static check covers code paths an end-to-end run might not reach: every API method of
 `vgpu.kube.client.KubeClient` that the code calls maps to a (resource, verb) the role grants.
 """
+
 from __future__ import annotations
 
 import ast
@@ -66,8 +67,9 @@ def test_cluster_role_grants_exactly_the_requests_of_plugin_and_monitor(cluster,
     # The monitor: starts, maps pods through its node-scoped watch.
     before = api.requests.counts()
     mon = monitor_factory(cluster)
-    wait_until(lambda: api.requests.counts()[("pods", "watch")] > before[("pods", "watch")], 30,
-               "the monitor's pod watch")
+    wait_until(
+        lambda: api.requests.counts()[("pods", "watch")] > before[("pods", "watch")], 30, "the monitor's pod watch"
+    )
     assert mon.get("/metrics")[0] == 200
 
     records = api.requests.requests()
@@ -78,8 +80,10 @@ def test_cluster_role_grants_exactly_the_requests_of_plugin_and_monitor(cluster,
         assert any(r.user_agent == agent and (r.resource, r.verb) == ("pods", "watch") for r in records), agent
     seen = observed(records)
     role = granted()
-    assert seen == role, (f"used but not granted (403 on a real cluster): {sorted(seen - role)}; "
-                          f"granted but never used (over-privilege): {sorted(role - seen)}")
+    assert seen == role, (
+        f"used but not granted (403 on a real cluster): {sorted(seen - role)}; "
+        f"granted but never used (over-privilege): {sorted(role - seen)}"
+    )
 
 
 def test_overlays_grant_the_same_as_the_base():
@@ -90,8 +94,14 @@ def test_overlays_grant_the_same_as_the_base():
 # ---------------------------------------------------------------- static check
 
 # Generated CoreV1Api method name -> (resource, verb) by the client generator's convention.
-_API_VERBS = {"read": "get", "list": "list", "patch": "patch", "create": "create", "replace": "update",
-              "delete": "delete"}
+_API_VERBS = {
+    "read": "get",
+    "list": "list",
+    "patch": "patch",
+    "create": "create",
+    "replace": "update",
+    "delete": "delete",
+}
 _API_RESOURCES = {"node": "nodes", "pod": "pods", "event": "events"}
 
 
@@ -116,8 +126,11 @@ def _kube_client_methods() -> dict[str, set[tuple[str, str, str]]]:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr in ("_call", "_watch"):
                     for arg in node.args:
-                        if (isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Attribute)
-                                and arg.value.attr == "core"):
+                        if (
+                            isinstance(arg, ast.Attribute)
+                            and isinstance(arg.value, ast.Attribute)
+                            and arg.value.attr == "core"
+                        ):
                             direct[fn.name].add(_api_method_to_rbac(arg.attr, node.func.attr == "_watch"))
                 elif isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
                     calls[fn.name].add(node.func.attr)
@@ -131,8 +144,16 @@ def _kube_client_methods() -> dict[str, set[tuple[str, str, str]]]:
 
 # What runs in the DaemonSet under its ServiceAccount.  Operator tools (`vgpu inspect`, the demo)
 # use the operator's own credentials and the simulators are test stand-ins: not covered by the role.
-DAEMON_PACKAGES = ("vgpu/plugin", "vgpu/monitor", "vgpu/kube", "vgpu/nvml", "vgpu/hamicore", "vgpu/mig",
-                   "vgpu/config", "vgpu/protocol")
+DAEMON_PACKAGES = (
+    "vgpu/plugin",
+    "vgpu/monitor",
+    "vgpu/kube",
+    "vgpu/nvml",
+    "vgpu/hamicore",
+    "vgpu/mig",
+    "vgpu/config",
+    "vgpu/protocol",
+)
 
 
 OPERATOR_TOOLS: tuple[str, ...] = ()  # `vgpu inspect node|pod` (operator kubeconfig) lives in vgpu/cli/, not scanned
@@ -169,7 +190,15 @@ def test_no_other_module_talks_to_the_api_behind_kube_client():
     offenders = []
     for rel, path in _daemon_sources():
         text = path.read_text()
-        if any(s in text for s in ("CoreV1Api", "EventsV1Api", "kubernetes.client", "from kubernetes import client",
-                                   "from kubernetes import watch")):
+        if any(
+            s in text
+            for s in (
+                "CoreV1Api",
+                "EventsV1Api",
+                "kubernetes.client",
+                "from kubernetes import client",
+                "from kubernetes import watch",
+            )
+        ):
             offenders.append(rel)
     assert not offenders, f"API access outside vgpu/kube/client.py: {offenders}"

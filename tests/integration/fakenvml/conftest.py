@@ -7,6 +7,7 @@ answers one JSON line; an NVML error comes back as its code, so tests can assert
 return codes exactly.  The child's stderr goes to a file the test can read at any
 time (the fake reports config problems there).
 """
+
 from __future__ import annotations
 
 import json
@@ -80,15 +81,28 @@ class NvmlError(Exception):
 class PynvmlChild:
     """A Python process with the fake's env; ``init`` loads the fake and calls nvmlInit."""
 
-    def __init__(self, fake: fakenvml.FakeNvml, stderr_path: pathlib.Path, *, init: bool = True,
-                 env: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        fake: fakenvml.FakeNvml,
+        stderr_path: pathlib.Path,
+        *,
+        init: bool = True,
+        env: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
         self.timeout = timeout
         self.stderr_path = stderr_path
         full_env = python_child_env({**fake.env, **(env or {})})
         self._stderr = open(stderr_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-c", CHILD, str(fake.library)], env=full_env, cwd=str(REPO_ROOT),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+            [sys.executable, "-u", "-c", CHILD, str(fake.library)],
+            env=full_env,
+            cwd=str(REPO_ROOT),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
         self._sel = selectors.DefaultSelector()
         assert self.proc.stdout is not None
         self._sel.register(self.proc.stdout, selectors.EVENT_READ)
@@ -181,8 +195,14 @@ def _run_init(fake: fakenvml.FakeNvml, env: dict[str, str] | None = None) -> tup
         "else:\n"
         "    print(0)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script, str(fake.library)], env=full_env, cwd=str(REPO_ROOT),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(fake.library)],
+        env=full_env,
+        cwd=str(REPO_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return int(done.stdout.strip()), done.stderr
 

@@ -1,4 +1,5 @@
 """XID and double-bit ECC events of the fake NVML (fakenvml.md, health.md §1-§2)."""
+
 from __future__ import annotations
 
 import time
@@ -60,20 +61,24 @@ def test_xids_present_at_start_are_delivered_once_each_in_order(pynvml_child, tm
 def test_appended_xid_reaches_a_blocked_wait_within_100ms(pynvml_child, tmp_path):
     fake = fakenvml.FakeNvml.create(tmp_path, two_gpus())
     child = pynvml_child(fake)
-    child.run(REGISTER_ALL + (
-        "result = {}\n"
-        "entered = threading.Event()\n"
-        "def waiter():\n"
-        "    entered.set()\n"
-        "    start = time.monotonic()\n"
-        "    try:\n"
-        "        result['event'] = wait(5000)\n"
-        "    except p.NVMLError as e:\n"
-        "        result['error'] = e.value\n"
-        "    result['returned'] = time.monotonic()\n"
-        "    result['waited'] = result['returned'] - start\n"
-        "t = threading.Thread(target=waiter)\n"
-        "t.start()\n"))
+    child.run(
+        REGISTER_ALL
+        + (
+            "result = {}\n"
+            "entered = threading.Event()\n"
+            "def waiter():\n"
+            "    entered.set()\n"
+            "    start = time.monotonic()\n"
+            "    try:\n"
+            "        result['event'] = wait(5000)\n"
+            "    except p.NVMLError as e:\n"
+            "        result['error'] = e.value\n"
+            "    result['returned'] = time.monotonic()\n"
+            "    result['waited'] = result['returned'] - start\n"
+            "t = threading.Thread(target=waiter)\n"
+            "t.start()\n"
+        )
+    )
     deadline = time.monotonic() + 10
     while not child.eval("entered.is_set()"):
         assert time.monotonic() < deadline
@@ -82,8 +87,13 @@ def test_appended_xid_reaches_a_blocked_wait_within_100ms(pynvml_child, tmp_path
     written = time.monotonic()
     child.run("t.join(10)")
     result = child.eval("result")
-    assert result["event"] == {"uuid": fake.config["devices"][1]["uuid"], "type": XID, "xid": 79,
-                               "gi": 0xFFFFFFFF, "ci": 0xFFFFFFFF}
+    assert result["event"] == {
+        "uuid": fake.config["devices"][1]["uuid"],
+        "type": XID,
+        "xid": 79,
+        "gi": 0xFFFFFFFF,
+        "ci": 0xFFFFFFFF,
+    }
     # CLOCK_MONOTONIC is shared by all processes on the host.
     assert result["returned"] - written < 0.1, result
     assert result["waited"] < 5
@@ -114,11 +124,11 @@ def test_double_bit_ecc_count(pynvml_child, tmp_path):
 
 
 def test_only_registered_devices_and_types_are_delivered(pynvml_child, tmp_path):
-    fake = fakenvml.FakeNvml.create(tmp_path, [fakenvml.device(0, xid_events=[31], ecc_dbe_events=1),
-                                               fakenvml.device(1, xid_events=[43])])
+    fake = fakenvml.FakeNvml.create(
+        tmp_path, [fakenvml.device(0, xid_events=[31], ecc_dbe_events=1), fakenvml.device(1, xid_events=[43])]
+    )
     child = pynvml_child(fake)
-    child.run("s = p.nvmlEventSetCreate()\n"
-              f"p.nvmlDeviceRegisterEvents(p.nvmlDeviceGetHandleByIndex(0), {DBE}, s)")
+    child.run(f"s = p.nvmlEventSetCreate()\np.nvmlDeviceRegisterEvents(p.nvmlDeviceGetHandleByIndex(0), {DBE}, s)")
     assert child.eval("p.nvmlEventSetWait_v2(s, 1000).eventType") == DBE
     assert child.rc("p.nvmlEventSetWait(s, 20)") == pynvml.NVML_ERROR_TIMEOUT
     # Registering later still delivers what is pending.
@@ -142,8 +152,10 @@ def test_injected_wait_error_and_registration_not_supported(pynvml_child, tmp_pa
     fake = fakenvml.FakeNvml.create(tmp_path, two_gpus(errors={"nvmlDeviceRegisterEvents": 3}))
     child = pynvml_child(fake)
     child.run("s = p.nvmlEventSetCreate()")
-    assert child.rc(f"p.nvmlDeviceRegisterEvents(p.nvmlDeviceGetHandleByIndex(0), {XID}, s)") == \
-        pynvml.NVML_ERROR_NOT_SUPPORTED
+    assert (
+        child.rc(f"p.nvmlDeviceRegisterEvents(p.nvmlDeviceGetHandleByIndex(0), {XID}, s)")
+        == pynvml.NVML_ERROR_NOT_SUPPORTED
+    )
     child.run(f"p.nvmlDeviceRegisterEvents(p.nvmlDeviceGetHandleByIndex(1), {XID}, s)")
     fake.inject_error("nvmlEventSetWait", pynvml.NVML_ERROR_UNKNOWN)
     assert child.rc("p.nvmlEventSetWait_v2(s, 5000)") == pynvml.NVML_ERROR_UNKNOWN
@@ -154,15 +166,19 @@ def test_injected_wait_error_and_registration_not_supported(pynvml_child, tmp_pa
 def test_other_threads_keep_sampling_while_one_waits(pynvml_child, tmp_path):
     fake = fakenvml.FakeNvml.create(tmp_path, two_gpus(memory_used_mib=5))
     child = pynvml_child(fake)
-    child.run(REGISTER_ALL + (
-        "box = {}\n"
-        "def blocker():\n"
-        "    try:\n"
-        "        wait(3000)\n"
-        "    except p.NVMLError as e:\n"
-        "        box['rc'] = e.value\n"
-        "t = threading.Thread(target=blocker)\n"
-        "t.start()\n"))
+    child.run(
+        REGISTER_ALL
+        + (
+            "box = {}\n"
+            "def blocker():\n"
+            "    try:\n"
+            "        wait(3000)\n"
+            "    except p.NVMLError as e:\n"
+            "        box['rc'] = e.value\n"
+            "t = threading.Thread(target=blocker)\n"
+            "t.start()\n"
+        )
+    )
     start = time.monotonic()
     for _ in range(50):
         assert child.eval("p.nvmlDeviceGetMemoryInfo(hs[0]).used") == 5 * 1024 * 1024

@@ -1,4 +1,5 @@
 """MIG in the fake NVML: mode, instances, MIG device handles, state shared between processes."""
+
 from __future__ import annotations
 
 import re
@@ -8,8 +9,8 @@ import pynvml
 from vgpu.sim.nvml import fakenvml
 
 MIB = 1024 * 1024
-GI_2G = 14   # A100 2g.20gb profile id
-GI_1G = 19   # A100 1g.10gb profile id
+GI_2G = 14  # A100 2g.20gb profile id
+GI_1G = 19  # A100 1g.10gb profile id
 GI_7G = 0
 CI_1 = pynvml.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE
 CI_2 = pynvml.NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE
@@ -62,8 +63,11 @@ def test_mig_mode_get_set_takes_effect_at_once_and_persists(pynvml_child, tmp_pa
     assert child.eval("p.nvmlDeviceSetMigMode(h, p.NVML_DEVICE_MIG_ENABLE)") == 0  # activation status
     assert child.eval("p.nvmlDeviceGetMigMode(h)") == [1, 1]
     assert child.eval("p.nvmlDeviceSetMigMode(h, 1)") == 0  # idempotent
-    assert fake.read_state()["devices"][0] == {"uuid": fake.config["devices"][0]["uuid"], "mig_mode": True,
-                                               "gpu_instances": []}
+    assert fake.read_state()["devices"][0] == {
+        "uuid": fake.config["devices"][0]["uuid"],
+        "mig_mode": True,
+        "gpu_instances": [],
+    }
     other = pynvml_child(fake)
     assert other.eval("p.nvmlDeviceGetMigMode(p.nvmlDeviceGetHandleByIndex(0))") == [1, 1]
     assert child.rc("p.nvmlDeviceSetMigMode(h, 2)") == pynvml.NVML_ERROR_INVALID_ARGUMENT
@@ -84,12 +88,18 @@ def test_non_mig_gpu_refuses_mig_calls(pynvml_child, tmp_path):
     fake = mig_fake(tmp_path)
     child = pynvml_child(fake)
     child.run("t4 = p.nvmlDeviceGetHandleByIndex(1)")
-    for call in ["p.nvmlDeviceGetMigMode(t4)", "p.nvmlDeviceSetMigMode(t4, 1)",
-                 "p.nvmlDeviceGetGpuInstanceProfileInfo(t4, 0)", "p.nvmlDeviceGetGpuInstanceProfileInfo(t4, 0, 1)",
-                 "p.nvmlDeviceGetMaxMigDeviceCount(t4)", "p.nvmlDeviceCreateGpuInstance(t4, 19)",
-                 "p.nvmlDeviceGetMigDeviceHandleByIndex(t4, 0)", "p.nvmlDeviceGetGpuInstanceById(t4, 1)",
-                 "p.nvmlDeviceGetGpuInstanceRemainingCapacity(t4, 19)",
-                 "p.nvmlDeviceGetGpuInstancePossiblePlacements(t4, 19, None, ctypes.byref(ctypes.c_uint()))"]:
+    for call in [
+        "p.nvmlDeviceGetMigMode(t4)",
+        "p.nvmlDeviceSetMigMode(t4, 1)",
+        "p.nvmlDeviceGetGpuInstanceProfileInfo(t4, 0)",
+        "p.nvmlDeviceGetGpuInstanceProfileInfo(t4, 0, 1)",
+        "p.nvmlDeviceGetMaxMigDeviceCount(t4)",
+        "p.nvmlDeviceCreateGpuInstance(t4, 19)",
+        "p.nvmlDeviceGetMigDeviceHandleByIndex(t4, 0)",
+        "p.nvmlDeviceGetGpuInstanceById(t4, 1)",
+        "p.nvmlDeviceGetGpuInstanceRemainingCapacity(t4, 19)",
+        "p.nvmlDeviceGetGpuInstancePossiblePlacements(t4, 19, None, ctypes.byref(ctypes.c_uint()))",
+    ]:
         assert child.rc(call) == pynvml.NVML_ERROR_NOT_SUPPORTED, call
     assert child.eval("p.nvmlDeviceIsMigDeviceHandle(t4)") == 0
 
@@ -115,10 +125,12 @@ def test_full_plugin_sequence_group2(pynvml_child, tmp_path):
     child.run(HELPERS)
     plan = [(GI_2G, 0, 2, CI_2), (GI_2G, 2, 2, CI_2), (GI_2G, 4, 2, CI_2), (GI_1G, 6, 1, CI_1)]
     for profile, start, size, ci_const in plan:
-        child.run(f"gi = gi_create({profile}, {start}, {size})\n"
-                  f"ci_info = p.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, {ci_const}, "
-                  "p.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)\n"
-                  "ci = p.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)")
+        child.run(
+            f"gi = gi_create({profile}, {start}, {size})\n"
+            f"ci_info = p.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, {ci_const}, "
+            "p.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)\n"
+            "ci = p.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)"
+        )
         info = child.eval("gi_info(gi)")
         assert (info["profile"], info["start"], info["size"]) == (profile, start, size)
         assert info["device"] == child.eval("addr(h)")
@@ -126,8 +138,9 @@ def test_full_plugin_sequence_group2(pynvml_child, tmp_path):
         assert ci["id"] == 0 and ci["profileId"] == ci_const
         assert ci["placement"] == {"start": 0, "size": size}
         assert ci["gpuInstance"] == child.eval("addr(gi)") and ci["device"] == child.eval("addr(h)")
-        assert child.eval("p.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, ci_info.id, 0).name") == \
-            ("MIG 2g.20gb" if size == 2 else "MIG 1g.10gb")
+        assert child.eval("p.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, ci_info.id, 0).name") == (
+            "MIG 2g.20gb" if size == 2 else "MIG 1g.10gb"
+        )
     gis = child.eval(f"[gi_info(g) for g in gi_list({GI_2G})]")
     assert [(g["id"], g["start"]) for g in gis] == [(1, 0), (2, 2), (3, 4)]
     assert child.eval(f"[gi_info(g)['id'] for g in gi_list({GI_1G})]") == [4]
@@ -135,7 +148,9 @@ def test_full_plugin_sequence_group2(pynvml_child, tmp_path):
     assert [(m["gi"], m["ci"]) for m in migs] == [(1, 0), (2, 0), (3, 0), (4, 0)]
     assert [m["total"] for m in migs] == [19968 * MIB] * 3 + [9728 * MIB]
     assert migs[0]["name"] == "NVIDIA A100-SXM4-80GB MIG 2g.20gb"
-    assert all(re.fullmatch(r"MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", m["uuid"]) for m in migs)
+    assert all(
+        re.fullmatch(r"MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", m["uuid"]) for m in migs
+    )
     assert len({m["uuid"] for m in migs}) == 4
     # MIG handle <-> parent, by UUID, ids.
     child.run("m = p.nvmlDeviceGetMigDeviceHandleByIndex(h, 3)")
@@ -161,15 +176,17 @@ def test_full_plugin_sequence_group2(pynvml_child, tmp_path):
     assert child.rc("p.nvmlDeviceGetUtilizationRates(h)") == pynvml.NVML_ERROR_NOT_SUPPORTED
     assert child.rc("p.nvmlDeviceGetUtilizationRates(m)") == pynvml.NVML_ERROR_NOT_SUPPORTED
     # Tear down in the plugin's order: CIs, then GIs.
-    child.run(f"for g in gi_list({GI_2G}) + gi_list({GI_1G}):\n"
-              f"    for prof in ({CI_1}, {CI_2}):\n"
-              "        try:\n"
-              "            cis = ci_list(g, prof)\n"
-              "        except p.NVMLError_InvalidArgument:\n"
-              "            continue\n"
-              "        for c in cis:\n"
-              "            p.nvmlComputeInstanceDestroy(c)\n"
-              "    p.nvmlGpuInstanceDestroy(g)")
+    child.run(
+        f"for g in gi_list({GI_2G}) + gi_list({GI_1G}):\n"
+        f"    for prof in ({CI_1}, {CI_2}):\n"
+        "        try:\n"
+        "            cis = ci_list(g, prof)\n"
+        "        except p.NVMLError_InvalidArgument:\n"
+        "            continue\n"
+        "        for c in cis:\n"
+        "            p.nvmlComputeInstanceDestroy(c)\n"
+        "    p.nvmlGpuInstanceDestroy(g)"
+    )
     assert child.eval("mig_devices()") == []
     assert fake.read_state()["devices"][0]["gpu_instances"] == []
 
@@ -181,7 +198,8 @@ def test_state_is_shared_between_processes(pynvml_child, tmp_path):
     first.run(HELPERS + f"gi = gi_create({GI_2G}, 2, 2)\nci = p.nvmlGpuInstanceCreateComputeInstance(gi, {CI_2})")
     second.run(HELPERS)
     assert second.eval(f"[gi_info(g) for g in gi_list({GI_2G})]") == [
-        {"id": 1, "profile": GI_2G, "start": 2, "size": 2, "device": second.eval("addr(h)")}]
+        {"id": 1, "profile": GI_2G, "start": 2, "size": 2, "device": second.eval("addr(h)")}
+    ]
     assert [(m["gi"], m["ci"]) for m in second.eval("mig_devices()")] == [(1, 0)]
     assert second.eval("mig_devices()")[0]["uuid"] == first.eval("mig_devices()")[0]["uuid"]
     # The second process creates at an overlapping placement: refused with the first's instance in mind.
@@ -189,8 +207,10 @@ def test_state_is_shared_between_processes(pynvml_child, tmp_path):
     second.run(f"gi2 = gi_create({GI_2G}, 0, 2)")
     assert first.eval(f"[gi_info(g)['start'] for g in gi_list({GI_2G})]") == [2, 0]  # ordered by GI id
     # One destroys what the other created; the other's handle is then stale.
-    second.run(f"p.nvmlComputeInstanceDestroy(ci_list(p.nvmlDeviceGetGpuInstanceById(h, 1), {CI_2})[0])\n"
-               "p.nvmlGpuInstanceDestroy(p.nvmlDeviceGetGpuInstanceById(h, 1))")
+    second.run(
+        f"p.nvmlComputeInstanceDestroy(ci_list(p.nvmlDeviceGetGpuInstanceById(h, 1), {CI_2})[0])\n"
+        "p.nvmlGpuInstanceDestroy(p.nvmlDeviceGetGpuInstanceById(h, 1))"
+    )
     assert first.rc("p.nvmlGpuInstanceGetInfo(gi)") == pynvml.NVML_ERROR_INVALID_ARGUMENT
     assert first.rc("p.nvmlComputeInstanceGetInfo(ci)") == pynvml.NVML_ERROR_INVALID_ARGUMENT
     assert first.eval(f"[gi_info(g)['start'] for g in gi_list({GI_2G})]") == [0]
@@ -202,12 +222,14 @@ def test_concurrent_creation_from_two_processes_loses_nothing(pynvml_child, tmp_
     for child in (a, b):
         child.run(HELPERS)
     # Interleave without waiting: each process creates 1g instances until the GPU is full.
-    script = (f"made = []\n"
-              "while True:\n"
-              "    try:\n"
-              f"        made.append(gi_info(gi_create({GI_1G}))['id'])\n"
-              "    except p.NVMLError_InsufficientResources:\n"
-              "        break")
+    script = (
+        f"made = []\n"
+        "while True:\n"
+        "    try:\n"
+        f"        made.append(gi_info(gi_create({GI_1G}))['id'])\n"
+        "    except p.NVMLError_InsufficientResources:\n"
+        "        break"
+    )
     a.send("exec", script)
     b.send("exec", script)
     a.receive()
@@ -229,7 +251,7 @@ def test_placement_and_capacity_errors(pynvml_child, tmp_path):
     assert child.rc("p.nvmlDeviceGetGpuInstanceProfileInfo(h, 0x12)") == pynvml.NVML_ERROR_INVALID_ARGUMENT
     assert child.rc("p.nvmlDeviceGetGpuInstanceProfileInfo(h, 0x5)") == pynvml.NVML_ERROR_NOT_SUPPORTED
     assert child.eval(f"p.nvmlDeviceGetGpuInstanceRemainingCapacity(h, {GI_2G})") == 3
-    child.run(f"big = gi_create(9, 0, 4)")  # 3g.40gb
+    child.run("big = gi_create(9, 0, 4)")  # 3g.40gb
     assert child.eval(f"p.nvmlDeviceGetGpuInstanceRemainingCapacity(h, {GI_2G})") == 1
     # Overlapping memory slices.
     assert child.rc(f"gi_create({GI_2G}, 2, 2)") == pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
@@ -254,8 +276,10 @@ def test_placement_and_capacity_errors(pynvml_child, tmp_path):
     assert child.rc("p.nvmlGpuInstanceDestroy(big)") == pynvml.NVML_ERROR_INVALID_ARGUMENT
     assert child.rc("p.nvmlComputeInstanceDestroy(c3)") == pynvml.NVML_ERROR_INVALID_ARGUMENT
     # Small buffers: INSUFFICIENT_SIZE with the required count.
-    child.run("n = ctypes.c_uint(2)\narr = (p.c_nvmlGpuInstancePlacement_t * 2)()\n"
-              "rc = p.nvmlLib.nvmlDeviceGetGpuInstancePossiblePlacements_v2(h, 19, arr, ctypes.byref(n))")
+    child.run(
+        "n = ctypes.c_uint(2)\narr = (p.c_nvmlGpuInstancePlacement_t * 2)()\n"
+        "rc = p.nvmlLib.nvmlDeviceGetGpuInstancePossiblePlacements_v2(h, 19, arr, ctypes.byref(n))"
+    )
     assert child.eval("(rc, n.value)") == [pynvml.NVML_ERROR_INSUFFICIENT_SIZE, 7]
     # MIG mode cannot be turned off while instances exist.
     assert child.rc("p.nvmlDeviceSetMigMode(h, 0)") == pynvml.NVML_ERROR_IN_USE
@@ -265,24 +289,44 @@ def test_compute_instance_profiles_inside_a_7g_instance(pynvml_child, tmp_path):
     fake = mig_fake(tmp_path, mig_mode=True)
     child = pynvml_child(fake)
     child.run(HELPERS + f"g = gi_create({GI_7G})")
-    infos = child.eval("[(lambda i: (i.id, i.sliceCount, i.instanceCount, i.name))("
-                       "p.nvmlGpuInstanceGetComputeInstanceProfileInfo(g, c, 0)) for c in (0, 1, 2, 3, 4)]")
-    assert infos == [[0, 1, 7, "MIG 1c.7g.80gb"], [1, 2, 3, "MIG 2c.7g.80gb"], [2, 3, 2, "MIG 3c.7g.80gb"],
-                     [3, 4, 1, "MIG 4c.7g.80gb"], [4, 7, 1, "MIG 7g.80gb"]]
+    infos = child.eval(
+        "[(lambda i: (i.id, i.sliceCount, i.instanceCount, i.name))("
+        "p.nvmlGpuInstanceGetComputeInstanceProfileInfo(g, c, 0)) for c in (0, 1, 2, 3, 4)]"
+    )
+    assert infos == [
+        [0, 1, 7, "MIG 1c.7g.80gb"],
+        [1, 2, 3, "MIG 2c.7g.80gb"],
+        [2, 3, 2, "MIG 3c.7g.80gb"],
+        [3, 4, 1, "MIG 4c.7g.80gb"],
+        [4, 7, 1, "MIG 7g.80gb"],
+    ]
     v1 = child.eval("p.nvmlGpuInstanceGetComputeInstanceProfileInfo(g, 4, 0, version=1)")
     assert (v1["id"], v1["sliceCount"], v1["multiprocessorCount"]) == (4, 7, 98)
-    placements = child.eval("(lambda n, a: (p.nvmlGpuInstanceGetComputeInstancePossiblePlacements(g, 1, a, "
-                            "ctypes.byref(n)), [(a[i].start, a[i].size) for i in range(n.value)]))"
-                            "(ctypes.c_uint(8), (p.c_nvmlComputeInstancePlacement_t * 8)())")[1]
+    placements = child.eval(
+        "(lambda n, a: (p.nvmlGpuInstanceGetComputeInstancePossiblePlacements(g, 1, a, "
+        "ctypes.byref(n)), [(a[i].start, a[i].size) for i in range(n.value)]))"
+        "(ctypes.c_uint(8), (p.c_nvmlComputeInstancePlacement_t * 8)())"
+    )[1]
     assert placements == [[0, 2], [2, 2], [4, 2]]
-    child.run("c = p.nvmlGpuInstanceCreateComputeInstanceWithPlacement(g, 1, "
-              "ctypes.byref(p.c_nvmlComputeInstancePlacement_t(2, 2)))")
+    child.run(
+        "c = p.nvmlGpuInstanceCreateComputeInstanceWithPlacement(g, 1, "
+        "ctypes.byref(p.c_nvmlComputeInstancePlacement_t(2, 2)))"
+    )
     assert child.eval("plain(p.nvmlComputeInstanceGetInfo(c).placement)") == {"start": 2, "size": 2}
-    assert child.rc("p.nvmlGpuInstanceCreateComputeInstanceWithPlacement(g, 1, "
-                    "ctypes.byref(p.c_nvmlComputeInstancePlacement_t(1, 2)))") == pynvml.NVML_ERROR_INVALID_ARGUMENT
-    assert child.rc("p.nvmlGpuInstanceCreateComputeInstanceWithPlacement(g, 1, "
-                    "ctypes.byref(p.c_nvmlComputeInstancePlacement_t(2, 2)))") == \
-        pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
+    assert (
+        child.rc(
+            "p.nvmlGpuInstanceCreateComputeInstanceWithPlacement(g, 1, "
+            "ctypes.byref(p.c_nvmlComputeInstancePlacement_t(1, 2)))"
+        )
+        == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    )
+    assert (
+        child.rc(
+            "p.nvmlGpuInstanceCreateComputeInstanceWithPlacement(g, 1, "
+            "ctypes.byref(p.c_nvmlComputeInstancePlacement_t(2, 2)))"
+        )
+        == pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
+    )
     assert child.eval("p.nvmlGpuInstanceGetComputeInstanceRemainingCapacity(g, 0)") == 5
     assert child.eval("p.nvmlGpuInstanceGetComputeInstanceRemainingCapacity(g, 4)") == 0
     child.run("c0 = p.nvmlGpuInstanceCreateComputeInstance(g, 0)")
@@ -293,16 +337,20 @@ def test_compute_instance_profiles_inside_a_7g_instance(pynvml_child, tmp_path):
 def test_processes_on_mig_instances_block_destroy(pynvml_child, tmp_path):
     fake = mig_fake(tmp_path, mig_mode=True)
     child = pynvml_child(fake)
-    child.run(HELPERS + f"g1 = gi_create({GI_2G}, 0, 2)\nc1 = p.nvmlGpuInstanceCreateComputeInstance(g1, {CI_2})\n"
-              f"g2 = gi_create({GI_2G}, 2, 2)\nc2 = p.nvmlGpuInstanceCreateComputeInstance(g2, {CI_2})")
-    fake.update_device(0, processes=[{"pid": 77, "used_memory_mib": 512, "sm_util": 9,
-                                      "gpu_instance_id": 1, "compute_instance_id": 0}])
+    child.run(
+        HELPERS + f"g1 = gi_create({GI_2G}, 0, 2)\nc1 = p.nvmlGpuInstanceCreateComputeInstance(g1, {CI_2})\n"
+        f"g2 = gi_create({GI_2G}, 2, 2)\nc2 = p.nvmlGpuInstanceCreateComputeInstance(g2, {CI_2})"
+    )
+    fake.update_device(
+        0, processes=[{"pid": 77, "used_memory_mib": 512, "sm_util": 9, "gpu_instance_id": 1, "compute_instance_id": 0}]
+    )
     assert child.rc("p.nvmlComputeInstanceDestroy(c1)") == pynvml.NVML_ERROR_IN_USE
     assert child.rc("p.nvmlGpuInstanceDestroy(g1)") == pynvml.NVML_ERROR_IN_USE
     # The process shows up on its MIG device only, and on the parent with its ids.
     child.run("m1 = p.nvmlDeviceGetMigDeviceHandleByIndex(h, 0)\nm2 = p.nvmlDeviceGetMigDeviceHandleByIndex(h, 1)")
     assert child.eval("p.nvmlDeviceGetComputeRunningProcesses(m1)") == [
-        {"pid": 77, "usedGpuMemory": 512 * MIB, "gpuInstanceId": 1, "computeInstanceId": 0}]
+        {"pid": 77, "usedGpuMemory": 512 * MIB, "gpuInstanceId": 1, "computeInstanceId": 0}
+    ]
     assert child.eval("p.nvmlDeviceGetComputeRunningProcesses(m2)") == []
     assert child.eval("[x.gpuInstanceId for x in p.nvmlDeviceGetComputeRunningProcesses(h)]") == [1]
     assert child.eval("p.nvmlDeviceGetMemoryInfo(m1).used") == 512 * MIB
@@ -346,8 +394,17 @@ def test_state_path_from_environment(pynvml_child, tmp_path):
 
 
 def test_python_and_library_agree_on_which_models_are_mig_capable(pynvml_child, tmp_path):
-    names = ["NVIDIA A30", "NVIDIA RTX A3000", "Tesla T4", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe",
-             "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H200 141GB HBM3e", "NVIDIA L40S"]
+    names = [
+        "NVIDIA A30",
+        "NVIDIA RTX A3000",
+        "Tesla T4",
+        "NVIDIA A100-PCIE-40GB",
+        "NVIDIA A100 80GB PCIe",
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H100 PCIe",
+        "NVIDIA H200 141GB HBM3e",
+        "NVIDIA L40S",
+    ]
     devices = []
     for i, name in enumerate(names):
         dev = fakenvml.device(i, name=name)
@@ -364,28 +421,38 @@ def test_versioned_profile_info_structs(pynvml_child, tmp_path):
     """ProfileInfoV accepts the v2 and v3 layouts by their version word; ById looks up by profile id."""
     fake = mig_fake(tmp_path, mig_mode=True)
     child = pynvml_child(fake)
-    child.run(HELPERS + (
-        "class GiV3(ctypes.Structure):\n"
-        "    _fields_ = [(n, ctypes.c_uint) for n in ('version', 'id', 'sliceCount', 'instanceCount',\n"
-        "               'multiprocessorCount', 'copyEngineCount', 'decoderCount', 'encoderCount', 'jpegCount',\n"
-        "               'ofaCount')] + [('memorySizeMB', ctypes.c_ulonglong), ('name', ctypes.c_char * 96),\n"
-        "               ('capabilities', ctypes.c_uint)]\n"
-        "class CiV3(ctypes.Structure):\n"
-        "    _fields_ = [(n, ctypes.c_uint) for n in ('version', 'id', 'sliceCount', 'instanceCount',\n"
-        "               'multiprocessorCount', 'sharedCopyEngineCount', 'sharedDecoderCount',\n"
-        "               'sharedEncoderCount', 'sharedJpegCount', 'sharedOfaCount')] + [('name', ctypes.c_char * 96),\n"
-        "               ('capabilities', ctypes.c_uint)]\n"
-        "gi3 = GiV3(version=0x03000098)\n"
-        "rc_gi3 = p.nvmlLib.nvmlDeviceGetGpuInstanceProfileInfoV(h, 1, ctypes.byref(gi3))\n"
-        "g = gi_create(14)\n"
-        "ci3 = CiV3(version=0x0300008C)\n"
-        "rc_ci3 = p.nvmlLib.nvmlGpuInstanceGetComputeInstanceProfileInfoV(g, 1, 0, ctypes.byref(ci3))\n"
-        "bad = p.c_nvmlGpuInstanceProfileInfo_v2_t()\n"
-        "bad.version = 0x01000098\n"
-        "rc_bad = p.nvmlLib.nvmlDeviceGetGpuInstanceProfileInfoV(h, 1, ctypes.byref(bad))\n"))
+    child.run(
+        HELPERS
+        + (
+            "class GiV3(ctypes.Structure):\n"
+            "    _fields_ = [(n, ctypes.c_uint) for n in ('version', 'id', 'sliceCount', 'instanceCount',\n"
+            "               'multiprocessorCount', 'copyEngineCount', 'decoderCount', 'encoderCount', 'jpegCount',\n"
+            "               'ofaCount')] + [('memorySizeMB', ctypes.c_ulonglong), ('name', ctypes.c_char * 96),\n"
+            "               ('capabilities', ctypes.c_uint)]\n"
+            "class CiV3(ctypes.Structure):\n"
+            "    _fields_ = [(n, ctypes.c_uint) for n in ('version', 'id', 'sliceCount', 'instanceCount',\n"
+            "               'multiprocessorCount', 'sharedCopyEngineCount', 'sharedDecoderCount',\n"
+            "               'sharedEncoderCount', 'sharedJpegCount', 'sharedOfaCount')] + [('name', ctypes.c_char * 96),\n"
+            "               ('capabilities', ctypes.c_uint)]\n"
+            "gi3 = GiV3(version=0x03000098)\n"
+            "rc_gi3 = p.nvmlLib.nvmlDeviceGetGpuInstanceProfileInfoV(h, 1, ctypes.byref(gi3))\n"
+            "g = gi_create(14)\n"
+            "ci3 = CiV3(version=0x0300008C)\n"
+            "rc_ci3 = p.nvmlLib.nvmlGpuInstanceGetComputeInstanceProfileInfoV(g, 1, 0, ctypes.byref(ci3))\n"
+            "bad = p.c_nvmlGpuInstanceProfileInfo_v2_t()\n"
+            "bad.version = 0x01000098\n"
+            "rc_bad = p.nvmlLib.nvmlDeviceGetGpuInstanceProfileInfoV(h, 1, ctypes.byref(bad))\n"
+        )
+    )
     assert child.eval("ctypes.sizeof(GiV3), ctypes.sizeof(CiV3)") == [0x98, 0x8C]
-    assert child.eval("(rc_gi3, gi3.id, gi3.sliceCount, gi3.memorySizeMB, gi3.name, gi3.capabilities)") == \
-        [0, 14, 2, 19968, "MIG 2g.20gb", 0]
+    assert child.eval("(rc_gi3, gi3.id, gi3.sliceCount, gi3.memorySizeMB, gi3.name, gi3.capabilities)") == [
+        0,
+        14,
+        2,
+        19968,
+        "MIG 2g.20gb",
+        0,
+    ]
     assert child.eval("(rc_ci3, ci3.id, ci3.sliceCount, ci3.instanceCount, ci3.name)") == [0, 1, 2, 1, "MIG 2g.20gb"]
     assert child.eval("rc_bad") == pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
     by_id = child.eval("p.nvmlDeviceGetGpuInstanceProfileInfoById(h, 15)")

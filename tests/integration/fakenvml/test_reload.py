@@ -1,4 +1,5 @@
 """Config reloading and config errors (fakenvml.md "Reloading", issue item 4)."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,9 @@ def test_a_running_process_sees_config_changes_at_its_next_call(pynvml_child, tm
     child.run("h = p.nvmlDeviceGetHandleByIndex(0)")
     assert child.eval("p.nvmlDeviceGetMemoryInfo(h).used") == 100 * MIB
     for used in (2048, 3000, 3001):  # same size on disk each time: the inode tells them apart
-        fake.update_device(0, memory_used_mib=used, utilization_gpu=77,
-                           processes=[{"pid": 9, "used_memory_mib": 1, "sm_util": 50}])
+        fake.update_device(
+            0, memory_used_mib=used, utilization_gpu=77, processes=[{"pid": 9, "used_memory_mib": 1, "sm_util": 50}]
+        )
         assert child.eval("p.nvmlDeviceGetMemoryInfo(h).used") == used * MIB
     assert child.eval("p.nvmlDeviceGetUtilizationRates(h).gpu") == 77
     assert [x["pid"] for x in child.eval("p.nvmlDeviceGetComputeRunningProcesses(h)")] == [9]
@@ -131,26 +133,41 @@ def invalid_cases() -> list[tuple[dict, str]]:
         ({"devices": [{k: v for k, v in dev.items() if k != "uuid"}]}, 'devices[0]: missing required key "uuid"'),
         ({"devices": [dict(dev, uuid="8664316c")]}, 'devices[0].uuid: "8664316c" must start with "GPU-"'),
         ({"devices": [dict(dev, memory_total_mib=0)]}, "devices[0].memory_total_mib: 0 is out of range"),
-        ({"devices": [dict(dev, memory_used_mib=1.5)]}, "devices[0].memory_used_mib: expected an integer, got a non-integer number"),
+        (
+            {"devices": [dict(dev, memory_used_mib=1.5)]},
+            "devices[0].memory_used_mib: expected an integer, got a non-integer number",
+        ),
         ({"devices": [dict(dev, utilization_gpu=101)]}, "devices[0].utilization_gpu: 101 is out of range [0, 100]"),
         ({"devices": [dict(dev, mig_mode="yes")]}, "devices[0].mig_mode: expected a boolean"),
         ({"devices": [dict(dev, pci_bus_id="07:00.0")]}, 'devices[0].pci_bus_id: "07:00.0" is not of the form'),
         ({"devices": [dict(dev, compute_capability=[8])]}, "devices[0].compute_capability: expected [major, minor]"),
         ({"devices": [dict(dev, processes=[{"pid": 1, "sm": 3}])]}, 'devices[0].processes[0]: unknown key "sm"'),
-        ({"devices": [dict(dev, processes=[{"used_memory_mib": 3}])]}, 'devices[0].processes[0]: missing required key "pid"'),
+        (
+            {"devices": [dict(dev, processes=[{"used_memory_mib": 3}])]},
+            'devices[0].processes[0]: missing required key "pid"',
+        ),
         ({"devices": [dict(dev, processes=[{"pid": 1}, {"pid": 1}])]}, "devices[0].processes[1].pid: duplicate pid 1"),
-        ({"devices": [dict(dev, processes=[{"pid": 1, "gpu_instance_id": 1}])]},
-         "gpu_instance_id and compute_instance_id must be given together"),
+        (
+            {"devices": [dict(dev, processes=[{"pid": 1, "gpu_instance_id": 1}])]},
+            "gpu_instance_id and compute_instance_id must be given together",
+        ),
         ({"devices": [dict(dev, xid_events=["79"])]}, "devices[0].xid_events[0]: expected an integer XID or an object"),
         ({"devices": [dict(dev, xid_events=[{"xid": 79, "gi": 1}])]}, 'devices[0].xid_events[0]: unknown key "gi"'),
         ({"devices": [dict(dev, ecc_dbe_events=-1)]}, "devices[0].ecc_dbe_events: -1 is out of range"),
         ({"devices": [dev, dict(dev)]}, "devices[1].uuid: duplicate of devices[0].uuid"),
-        ({"devices": [dict(dev, name="Tesla T4", mig_capable=True)]},
-         'devices[0].mig_capable: true, but "Tesla T4" has no built-in MIG profile table'),
-        ({"devices": [dict(dev, name="Tesla T4", mig_capable=False, mig_mode=True)]},
-         "devices[0].mig_mode: true on a device that is not MIG-capable"),
+        (
+            {"devices": [dict(dev, name="Tesla T4", mig_capable=True)]},
+            'devices[0].mig_capable: true, but "Tesla T4" has no built-in MIG profile table',
+        ),
+        (
+            {"devices": [dict(dev, name="Tesla T4", mig_capable=False, mig_mode=True)]},
+            "devices[0].mig_mode: true on a device that is not MIG-capable",
+        ),
         ({"devices": [dev], "errors": {"nvmlFrobnicate": 3}}, 'top level.errors: unknown key "nvmlFrobnicate"'),
-        ({"devices": [dict(dev, errors={"nvmlDeviceGetUUID": 0})]}, "devices[0].errors.nvmlDeviceGetUUID: 0 is out of range"),
+        (
+            {"devices": [dict(dev, errors={"nvmlDeviceGetUUID": 0})]},
+            "devices[0].errors.nvmlDeviceGetUUID: 0 is out of range",
+        ),
         ([], "the top level must be an object, got an array"),
     ]
 
@@ -193,15 +210,17 @@ def test_symlinked_config_is_followed(pynvml_child, tmp_path):
 def test_forked_child_and_parent_both_follow_changes(pynvml_child, tmp_path):
     fake = fakenvml.FakeNvml.create(tmp_path, [fakenvml.device(0, memory_used_mib=1)])
     child = pynvml_child(fake)
-    child.run("import os\n"
-              "h = p.nvmlDeviceGetHandleByIndex(0)\n"
-              "r, w = os.pipe()\n"
-              "go_r, go_w = os.pipe()\n"
-              "pid = os.fork()\n"
-              "if pid == 0:\n"
-              "    os.read(go_r, 1)\n"
-              "    os.write(w, str(p.nvmlDeviceGetMemoryInfo(h).used).encode())\n"
-              "    os._exit(0)\n")
+    child.run(
+        "import os\n"
+        "h = p.nvmlDeviceGetHandleByIndex(0)\n"
+        "r, w = os.pipe()\n"
+        "go_r, go_w = os.pipe()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.read(go_r, 1)\n"
+        "    os.write(w, str(p.nvmlDeviceGetMemoryInfo(h).used).encode())\n"
+        "    os._exit(0)\n"
+    )
     fake.update_device(0, memory_used_mib=7)
     child.run("os.write(go_w, b'x')\nforked = int(os.read(r, 64))\nos.waitpid(pid, 0)")
     assert child.eval("forked") == 7 * MIB

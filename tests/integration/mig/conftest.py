@@ -6,6 +6,7 @@ NVML integration tests).  In the child, ``node`` is a :class:`tests.integration.
 the real ``MigManager`` plus a raw-NVML view of the GPU.  MIG state lives in the fake's state
 file, so a second child (a "restarted plugin") sees what the first one left.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -28,8 +29,13 @@ H200_ENTRY = {
     "models": ["H200 141GB"],
     "allowedGeometries": [
         {"group": "group1", "geometries": [{"name": "1g.18gb", "memory": 18432, "count": 7}]},
-        {"group": "group2", "geometries": [{"name": "2g.35gb", "memory": 35840, "count": 3},
-                                           {"name": "1g.18gb", "memory": 18432, "count": 1}]},
+        {
+            "group": "group2",
+            "geometries": [
+                {"name": "2g.35gb", "memory": 35840, "count": 3},
+                {"name": "1g.18gb", "memory": 18432, "count": 1},
+            ],
+        },
         {"group": "group3", "geometries": [{"name": "3g.71gb", "memory": 72704, "count": 2}]},
         {"group": "group4", "geometries": [{"name": "7g.141gb", "memory": 144384, "count": 1}]},
     ],
@@ -46,8 +52,7 @@ class MigChild:
     """A child process holding ``node``; ``call("apply(0, 'group1')")`` evaluates ``node.apply(...)``."""
 
     def __init__(self, fake: fakenvml.FakeNvml, config_text: str | None, startup: bool) -> None:
-        setup = ("from tests.integration.mig.node import Node\n"
-                 f"node = Node({config_text!r})\n")
+        setup = f"from tests.integration.mig.node import Node\nnode = Node({config_text!r})\n"
         self.child = NvmlChild(fake.env, setup)
         self.startup_report = self.call("startup()") if startup else None
 
@@ -63,10 +68,11 @@ def mig_node(tmp_path: pathlib.Path) -> Iterator[Callable[..., tuple[fakenvml.Fa
     """Factory: ``mig_node([devices], config_text=...)`` → (fake, child); ``restart(fake)`` starts
     another child on the same fake (same MIG state).  Every child is stopped at teardown."""
     children: list[MigChild] = []
-    configs: dict[pathlib.Path, str | None] = {}   # device-config text per fake (by its config file)
+    configs: dict[pathlib.Path, str | None] = {}  # device-config text per fake (by its config file)
 
-    def start(devices: list[dict[str, Any]] | None = None, *, config_text: str | None = device_config(),
-              startup: bool = True) -> tuple[fakenvml.FakeNvml, MigChild]:
+    def start(
+        devices: list[dict[str, Any]] | None = None, *, config_text: str | None = device_config(), startup: bool = True
+    ) -> tuple[fakenvml.FakeNvml, MigChild]:
         fake = fakenvml.FakeNvml.create(tmp_path / f"nvml{len(children)}", devices or [fakenvml.device(0, name=A100)])
         child = MigChild(fake, config_text, startup)
         children.append(child)

@@ -4,6 +4,7 @@
 GPU built from raw ``MigNvml`` calls, so tests check the apply against what NVML reports, not
 against the code under test.  Every method returns plain data (dicts, lists) for the parent.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,17 +56,28 @@ class Node:
         if report.reenumerate:
             self.gpus = discover_gpus(None)
             self.manager.set_gpus(self.gpus)
-        return {"usable": list(report.usable), "enabled": list(report.enabled), "warnings": list(report.warnings),
-                "excluded": {e.uuid: e.reason for e in report.excluded}}
+        return {
+            "usable": list(report.usable),
+            "enabled": list(report.enabled),
+            "warnings": list(report.warnings),
+            "excluded": {e.uuid: e.reason for e in report.excluded},
+        }
 
     def plans(self, index: int) -> dict[str, str]:
         from vgpu.mig import describe
+
         return {g: describe(p) for g, p in self.manager.gpu(self.uuid(index)).plans.items()}
 
     # ------------------------------------------------------------------ apply
 
-    def apply(self, index: int, group: str, *, kill_at: tuple[str, int] | None = None,
-              inject_at: tuple[str, int, str, int] | None = None) -> dict[str, Any]:
+    def apply(
+        self,
+        index: int,
+        group: str,
+        *,
+        kill_at: tuple[str, int] | None = None,
+        inject_at: tuple[str, int, str, int] | None = None,
+    ) -> dict[str, Any]:
         """Apply; ``kill_at=(action, n)`` SIGKILLs this process right after the n-th such step,
         ``inject_at=(action, n, function, code)`` makes ``function`` fail from then on."""
         seen: dict[str, int] = {}
@@ -73,8 +85,14 @@ class Node:
 
         def observer(step: MigStep) -> None:
             seen[step.action] = seen.get(step.action, 0) + 1
-            steps.append({"action": step.action, "gi": step.gpu_instance_id, "ci": step.compute_instance_id,
-                          "position": step.position})
+            steps.append(
+                {
+                    "action": step.action,
+                    "gi": step.gpu_instance_id,
+                    "ci": step.compute_instance_id,
+                    "position": step.position,
+                }
+            )
             if kill_at and (step.action, seen[step.action]) == kill_at:
                 os.kill(os.getpid(), signal.SIGKILL)
             if inject_at and (step.action, seen[step.action]) == inject_at[:2]:
@@ -84,10 +102,23 @@ class Node:
             result = self.manager.apply(self.uuid(index), group, observer=observer)
         except MigError as exc:
             return {"error": type(exc).__name__, "message": str(exc), "steps": steps}
-        return {"destroyed": list(result.destroyed), "created": list(result.created), "steps": steps,
-                "devices": [{"position": d.position, "profile": d.profile, "start": d.placement.start,
-                             "size": d.placement.size, "gi": d.gpu_instance_id, "ci": d.compute_instance_id,
-                             "uuid": d.mig_uuid} for d in result.devices]}
+        return {
+            "destroyed": list(result.destroyed),
+            "created": list(result.created),
+            "steps": steps,
+            "devices": [
+                {
+                    "position": d.position,
+                    "profile": d.profile,
+                    "start": d.placement.start,
+                    "size": d.placement.size,
+                    "gi": d.gpu_instance_id,
+                    "ci": d.compute_instance_id,
+                    "uuid": d.mig_uuid,
+                }
+                for d in result.devices
+            ],
+        }
 
     def apply_concurrently(self, jobs: list[tuple[int, str]]) -> list[dict[str, Any]]:
         """Run several applies at the same moment, one thread each (released by one barrier)."""
@@ -108,18 +139,28 @@ class Node:
     def allocate(self, pod: dict[str, Any], container: int, node_pods: list[dict[str, Any]]) -> dict[str, Any]:
         """The plugin's MIG path for one container of a pod object (as the allocator calls it)."""
         from vgpu.protocol import decode_pod_devices
+
         view = pod_view(pod, NAMES)
         devices = decode_pod_devices(view.annotations["volcano.sh/vgpu-ids-new"])[container]
         try:
-            return {"uuids": mig_visible_devices(self.allocation, devices, view,
-                                                 [pod_view(p, NAMES) for p in node_pods])}
+            return {
+                "uuids": mig_visible_devices(self.allocation, devices, view, [pod_view(p, NAMES) for p in node_pods])
+            }
         except AllocationError as exc:
             return {"error": str(exc)}
 
     def lookup(self, index: int, group: str, position: int) -> dict[str, Any] | None:
         info = self.manager.lookup(self.uuid(index), group, position)
-        return None if info is None else {"gi": info.gpu_instance_id, "ci": info.compute_instance_id,
-                                          "uuid": info.mig_uuid, "profile": info.profile}
+        return (
+            None
+            if info is None
+            else {
+                "gi": info.gpu_instance_id,
+                "ci": info.compute_instance_id,
+                "uuid": info.mig_uuid,
+                "profile": info.profile,
+            }
+        )
 
     # ------------------------------------------------------------------ independent view (raw NVML)
 
@@ -142,11 +183,22 @@ class Node:
                         cip = self.nvml.compute_instance_profile_info(gi, ci_const)
                     except NvmlError:
                         continue
-                    cis += [{"id": self.nvml.compute_instance_info(c).id,
-                             "full": ci_const == CI_PROFILE_FOR_SLICES[prof.slice_count]}
-                            for c in self.nvml.compute_instances(gi, cip.id)]
-                out.append({"gi": info.id, "profile": prof.name.removeprefix("MIG "), "start": info.placement.start,
-                            "size": info.placement.size, "cis": sorted(cis, key=lambda c: c["id"])})
+                    cis += [
+                        {
+                            "id": self.nvml.compute_instance_info(c).id,
+                            "full": ci_const == CI_PROFILE_FOR_SLICES[prof.slice_count],
+                        }
+                        for c in self.nvml.compute_instances(gi, cip.id)
+                    ]
+                out.append(
+                    {
+                        "gi": info.id,
+                        "profile": prof.name.removeprefix("MIG "),
+                        "start": info.placement.start,
+                        "size": info.placement.size,
+                        "cis": sorted(cis, key=lambda c: c["id"]),
+                    }
+                )
         return sorted(out, key=lambda g: g["gi"])
 
     def mig_devices(self, index: int) -> list[dict[str, Any]]:
@@ -160,8 +212,14 @@ class Node:
                 if exc.code == NVML_ERROR_NOT_FOUND:
                     continue
                 raise
-            out.append({"index": i, "gi": self.nvml.mig_gpu_instance_id(m), "ci": self.nvml.mig_compute_instance_id(m),
-                        "uuid": self.nvml.uuid(m)})
+            out.append(
+                {
+                    "index": i,
+                    "gi": self.nvml.mig_gpu_instance_id(m),
+                    "ci": self.nvml.mig_compute_instance_id(m),
+                    "uuid": self.nvml.uuid(m),
+                }
+            )
         return out
 
     def create_raw(self, index: int, profile_name: str, start: int, with_ci: bool = True) -> int:

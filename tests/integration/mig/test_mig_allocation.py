@@ -1,5 +1,6 @@
 """The plugin's MIG applier over real pod objects and the fake NVML (mig.md §5.2–§5.3;
 known-failures G-5, G-6): guards, apply, MIG UUIDs in device order, two GPUs at once."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,9 +17,17 @@ NUM = "volcano.sh/vgpu-number"
 def pod(name: str, ids: str, remaining: str | None = None, phase: str = "allocating") -> dict[str, Any]:
     n = len(ids.split(";"))
     return {
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "annotations": {
-            "volcano.sh/vgpu-node": "n1", "volcano.sh/vgpu-ids-new": ids, "volcano.sh/bind-phase": phase,
-            "volcano.sh/devices-to-allocate": ids if remaining is None else remaining}},
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "annotations": {
+                "volcano.sh/vgpu-node": "n1",
+                "volcano.sh/vgpu-ids-new": ids,
+                "volcano.sh/bind-phase": phase,
+                "volcano.sh/devices-to-allocate": ids if remaining is None else remaining,
+            },
+        },
         "spec": {"containers": [{"name": f"c{k}", "resources": {"limits": {NUM: "1"}}} for k in range(n)]},
         "status": {"phase": "Pending"},
     }
@@ -65,7 +74,7 @@ def test_unknown_group_or_position_fails_clearly(mig_node):
         p = pod("p", ids)
         device_id = ids.split(",")[0]
         assert child.call(f"allocate({p!r}, 0, [{p!r}])") == {"error": f"unknown MIG group/position {device_id}"}
-    assert child.call("layout(0)") == []                # nothing was touched
+    assert child.call("layout(0)") == []  # nothing was touched
 
 
 def test_second_container_on_the_same_position_fails(mig_node):  # G-5
@@ -75,7 +84,8 @@ def test_second_container_on_the_same_position_fails(mig_node):  # G-5
     assert "uuids" in child.call(f"allocate({first!r}, 0, [{first!r}])")
     served = pod("p", ids, remaining=";" + slot(G[0], "group1", 0))
     assert child.call(f"allocate({served!r}, 1, [{served!r}])") == {
-        "error": f"MIG position 0 of group group1 on {G[0]} is already assigned"}
+        "error": f"MIG position 0 of group group1 on {G[0]} is already assigned"
+    }
 
 
 def test_a_running_pod_of_another_group_blocks_before_nvml_is_touched(mig_node):
@@ -85,16 +95,26 @@ def test_a_running_pod_of_another_group_blocks_before_nvml_is_touched(mig_node):
     before = child.call("layout(0)")
     new = pod("new", slot(G[0], "group1", 0))
     assert child.call(f"allocate({new!r}, 0, [{running!r}, {new!r}])") == {
-        "error": f"GPU {G[0]} is in use by MIG group group3"}
+        "error": f"GPU {G[0]} is in use by MIG group group3"
+    }
     assert child.call("layout(0)") == before
 
 
 def test_in_use_instance_fails_the_allocation_with_the_apply_text(mig_node):
     fake, child = mig_node()
     g1 = child.call("apply(0, 'group1')")
-    fake.update_device(0, processes=[{"pid": 9, "used_memory_mib": 1, "gpu_instance_id": g1["devices"][0]["gi"],
-                                      "compute_instance_id": g1["devices"][0]["ci"]}])
-    p = pod("p", slot(G[0], "group4", 0))   # no pod on this node claims the GPU, but a process runs there
+    fake.update_device(
+        0,
+        processes=[
+            {
+                "pid": 9,
+                "used_memory_mib": 1,
+                "gpu_instance_id": g1["devices"][0]["gi"],
+                "compute_instance_id": g1["devices"][0]["ci"],
+            }
+        ],
+    )
+    p = pod("p", slot(G[0], "group4", 0))  # no pod on this node claims the GPU, but a process runs there
     out = child.call(f"allocate({p!r}, 0, [{p!r}])")
     assert out["error"].startswith(f"MIG instance GI {g1['devices'][0]['gi']} on {G[0]} is in use; not reshaping")
     fake.update_device(0, processes=[])
@@ -105,18 +125,28 @@ def test_inventory_for_the_monitor(mig_node):
     _, child = two_gpus(mig_node)
     child.call("apply(0, 'group2')")
     child.call("apply(1, 'group1')")
-    ids = slot(G[0], "group2", 0) + slot(G[1], "group1", 5) + ";" + slot(G[0], "group2", 3) + ";" + \
-        slot(G[1], "group9", 0)
+    ids = (
+        slot(G[0], "group2", 0)
+        + slot(G[1], "group1", 5)
+        + ";"
+        + slot(G[0], "group2", 3)
+        + ";"
+        + slot(G[1], "group9", 0)
+    )
     child.child.run(f"from vgpu.mig import inventory, slots_of\nrefs = slots_of({ids!r})")
-    child.child.run("found = {(i.gpu_uuid, i.group, i.position): i for i in "
-                    "inventory(node.manager, [(r.uuid, r.group, r.position) for r in refs])}")
-    rows = child.child.eval("[(r.container, r.vdevice_index, i.gpu_uuid, i.profile, i.gpu_instance_id, "
-                            "i.compute_instance_id, i.mig_uuid) for r in refs "
-                            "for i in [found.get((r.uuid, r.group, r.position))] if i]")
+    child.child.run(
+        "found = {(i.gpu_uuid, i.group, i.position): i for i in "
+        "inventory(node.manager, [(r.uuid, r.group, r.position) for r in refs])}"
+    )
+    rows = child.child.eval(
+        "[(r.container, r.vdevice_index, i.gpu_uuid, i.profile, i.gpu_instance_id, "
+        "i.compute_instance_id, i.mig_uuid) for r in refs "
+        "for i in [found.get((r.uuid, r.group, r.position))] if i]"
+    )
     assert child.child.eval("len(found)") == 3
     expected = []
-    for (k, i, gpu, group, pos) in [(0, 0, 0, "group2", 0), (0, 1, 1, "group1", 5), (1, 0, 0, "group2", 3)]:
+    for k, i, gpu, group, pos in [(0, 0, 0, "group2", 0), (0, 1, 1, "group1", 5), (1, 0, 0, "group2", 3)]:
         info = child.call(f"lookup({gpu}, {group!r}, {pos})")
         expected.append([k, i, G[gpu], info["profile"], info["gi"], info["ci"], info["uuid"]])
-    assert rows == expected                               # the unknown group9 slot is skipped
+    assert rows == expected  # the unknown group9 slot is skipped
     assert [r[3] for r in rows] == ["2g.20gb", "1g.10gb", "1g.10gb"]

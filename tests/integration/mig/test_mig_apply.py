@@ -1,5 +1,6 @@
 """Every group of the geometry applies from an empty GPU and from every other group's layout,
 and every position maps to the right instance (mig.md §5.2, §6; known-failures G-4)."""
+
 from __future__ import annotations
 
 import pytest
@@ -47,7 +48,8 @@ def test_every_group_from_empty_and_from_every_other_layout(mig_node, model):
     _, child = mig_node([fakenvml.device(0, name=model, memory_total_mib=MEMORY[model])])
     assert child.startup_report["usable"] and not child.startup_report["excluded"]
     assert child.call("plans(0)") == {
-        g: ", ".join(f"{k}: {p}@{s}:{z}" for k, (p, s, z) in enumerate(plan)) for g, plan in PLANS[model].items()}
+        g: ", ".join(f"{k}: {p}@{s}:{z}" for k, (p, s, z) in enumerate(plan)) for g, plan in PLANS[model].items()
+    }
     groups = list(PLANS[model])
     for target in groups:
         for source in [None] + [g for g in groups if g != target]:
@@ -56,8 +58,11 @@ def test_every_group_from_empty_and_from_every_other_layout(mig_node, model):
             if source is not None:
                 before = child.call(f"apply(0, {source!r})")
                 assert "error" not in before, before
-                kept = {(d["profile"], d["start"]): d["gi"] for d in before["devices"]
-                        if (d["profile"], d["start"], d["size"]) in PLANS[model][target]}
+                kept = {
+                    (d["profile"], d["start"]): d["gi"]
+                    for d in before["devices"]
+                    if (d["profile"], d["start"], d["size"]) in PLANS[model][target]
+                }
             result = child.call(f"apply(0, {target!r})")
             assert "error" not in result, (source, target, result)
             check_layout(child, PLANS[model][target], result)
@@ -86,7 +91,7 @@ def test_group_change_keeps_the_shared_instance_and_index_order_is_not_position_
     assert g1["created"] == [0, 1, 2, 3, 4, 5]
     check_layout(child, PLANS[A100]["group1"], g1)
     order = [m["uuid"] for m in child.call("mig_devices(0)")]
-    assert order != [d["uuid"] for d in g1["devices"]]   # MIG index ≠ position here
+    assert order != [d["uuid"] for d in g1["devices"]]  # MIG index ≠ position here
 
 
 def test_positions_resolve_when_mig_devices_enumerate_in_reverse(mig_node):  # G-4
@@ -106,12 +111,15 @@ def test_positions_resolve_when_mig_devices_enumerate_in_reverse(mig_node):  # G
 
 def test_lookup_is_read_only_and_skips_what_is_missing(mig_node):
     _, child = mig_node()
-    assert child.call("lookup(0, 'group2', 0)") is None          # nothing applied yet
+    assert child.call("lookup(0, 'group2', 0)") is None  # nothing applied yet
     result = child.call("apply(0, 'group2')")
     assert child.call("lookup(0, 'group2', 3)") == {
-        "gi": result["devices"][3]["gi"], "ci": result["devices"][3]["ci"], "uuid": result["devices"][3]["uuid"],
-        "profile": "1g.10gb"}
-    assert child.call("lookup(0, 'group1', 0)") is None          # group1's 1g@0 does not exist
+        "gi": result["devices"][3]["gi"],
+        "ci": result["devices"][3]["ci"],
+        "uuid": result["devices"][3]["uuid"],
+        "profile": "1g.10gb",
+    }
+    assert child.call("lookup(0, 'group1', 0)") is None  # group1's 1g@0 does not exist
     assert child.call("lookup(0, 'group1', 6)")["uuid"] == result["devices"][3]["uuid"]  # 1g@6 does
     assert child.call("lookup(0, 'nosuch', 0)") is None
     assert len(child.call("layout(0)")) == 4

@@ -1,4 +1,5 @@
 """Startup of a node in mode mig (mig.md §5.1; known-failures G-1, G-7)."""
+
 from __future__ import annotations
 
 from vgpu.nvml import errors
@@ -25,15 +26,18 @@ def test_mig_mode_is_enabled_and_devices_reenumerated(mig_node):
 
 
 def test_unknown_model_and_non_mig_gpu_are_excluded(mig_node):  # G-1
-    devices = [fakenvml.device(0), fakenvml.device(1, name="NVIDIA H100 80GB HBM3"),
-               fakenvml.device(2, name="Tesla T4", memory_total_mib=15360)]
-    _, child = mig_node(devices, config_text=None)      # the shipped geometries: no H100 entry
+    devices = [
+        fakenvml.device(0),
+        fakenvml.device(1, name="NVIDIA H100 80GB HBM3"),
+        fakenvml.device(2, name="Tesla T4", memory_total_mib=15360),
+    ]
+    _, child = mig_node(devices, config_text=None)  # the shipped geometries: no H100 entry
     report = child.startup_report
     assert report["usable"] == [UUID[0]]
     assert "no knownMigGeometries entry" in report["excluded"][UUID[1]]
     assert "'NVIDIA H100 80GB HBM3'" in report["excluded"][UUID[1]]
     assert "not MIG-capable" in report["excluded"][UUID[2]]
-    assert mig_mode(child, 1) == [0, 0]                # a card we exclude is not switched to MIG
+    assert mig_mode(child, 1) == [0, 0]  # a card we exclude is not switched to MIG
     blocked = child.call("apply(1, 'group1')")
     assert blocked["error"] == "MigGpuUnavailable" and "excluded from MIG" in blocked["message"]
 
@@ -55,11 +59,19 @@ def test_reset_required_is_excluded_with_the_reason(mig_node):
 
 
 def test_infeasible_or_unknown_groups_exclude_the_gpu_naming_the_group(mig_node):
-    entries = [{"models": ["A100-SXM4-80GB"], "allowedGeometries": [
-        {"group": "ok", "geometries": [{"name": "1g.10gb", "memory": 9728, "count": 7}]},
-        {"group": "toomany", "geometries": [{"name": "3g.40gb", "memory": 40192, "count": 3}]}]},
-        {"models": ["A30"], "allowedGeometries": [
-            {"group": "typo", "geometries": [{"name": "5g.30gb", "memory": 30000, "count": 1}]}]}]
+    entries = [
+        {
+            "models": ["A100-SXM4-80GB"],
+            "allowedGeometries": [
+                {"group": "ok", "geometries": [{"name": "1g.10gb", "memory": 9728, "count": 7}]},
+                {"group": "toomany", "geometries": [{"name": "3g.40gb", "memory": 40192, "count": 3}]},
+            ],
+        },
+        {
+            "models": ["A30"],
+            "allowedGeometries": [{"group": "typo", "geometries": [{"name": "5g.30gb", "memory": 30000, "count": 1}]}],
+        },
+    ]
     devices = [fakenvml.device(0), fakenvml.device(1, name=A30, memory_total_mib=24576)]
     _, child = mig_node(devices, config_text=device_config(entries))
     excluded = child.startup_report["excluded"]
@@ -115,12 +127,16 @@ full = resolve_catalog(node.nvml, h, node.gpus[0].name)
 entry = node.config.mig_entry_for(node.gpus[0].name)
 """)
     assert child.child.eval("sorted({p.source for p in static.profiles})") == ["static"]
-    assert child.child.eval("sorted((p.name, p.profile_id, p.slice_count, p.instance_count, p.memory_size_mb, "
-                            "p.placements) for p in static.profiles)") == child.child.eval(
+    assert child.child.eval(
+        "sorted((p.name, p.profile_id, p.slice_count, p.instance_count, p.memory_size_mb, "
+        "p.placements) for p in static.profiles)"
+    ) == child.child.eval(
         "sorted((p.name, p.profile_id, p.slice_count, p.instance_count, p.memory_size_mb, p.placements) "
-        "for p in full.profiles if not p.name.endswith(('-me', '.all')))")
+        "for p in full.profiles if not p.name.endswith(('-me', '.all')))"
+    )
     assert child.child.eval("[describe(plan_group(g, static)) for g in entry.groups]") == child.child.eval(
-        "[describe(plan_group(g, full)) for g in entry.groups]")
+        "[describe(plan_group(g, full)) for g in entry.groups]"
+    )
 
 
 def test_profiles_are_not_cached_while_nvml_reports_none(mig_node):

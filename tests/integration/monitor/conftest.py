@@ -1,4 +1,5 @@
 """The real monitor process against the simulated API server, the fake NVML and writer-made regions."""
+
 from __future__ import annotations
 
 import pathlib
@@ -40,15 +41,19 @@ def hook(tmp_path: pathlib.Path) -> pathlib.Path:
 
 @pytest.fixture
 def nvml(tmp_path: pathlib.Path) -> fakenvml.FakeNvml:
-    return fakenvml.FakeNvml.create(tmp_path / "nvml", [
-        fakenvml.device(0, uuid=UUIDS[0], memory_used_mib=1000, utilization_gpu=40, utilization_memory=10),
-        fakenvml.device(1, uuid=UUIDS[1], memory_used_mib=2000, utilization_gpu=60, utilization_memory=20),
-    ])
+    return fakenvml.FakeNvml.create(
+        tmp_path / "nvml",
+        [
+            fakenvml.device(0, uuid=UUIDS[0], memory_used_mib=1000, utilization_gpu=40, utilization_memory=10),
+            fakenvml.device(1, uuid=UUIDS[1], memory_used_mib=2000, utilization_gpu=60, utilization_memory=20),
+        ],
+    )
 
 
 @pytest.fixture
-def start_monitor(tmp_path: pathlib.Path, hook: pathlib.Path, kubeconfig: pathlib.Path,
-                  nvml: fakenvml.FakeNvml) -> Iterator[Callable[..., MonitorProcess]]:
+def start_monitor(
+    tmp_path: pathlib.Path, hook: pathlib.Path, kubeconfig: pathlib.Path, nvml: fakenvml.FakeNvml
+) -> Iterator[Callable[..., MonitorProcess]]:
     started: list[MonitorProcess] = []
 
     def start(**kw: Any) -> MonitorProcess:
@@ -63,21 +68,36 @@ def start_monitor(tmp_path: pathlib.Path, hook: pathlib.Path, kubeconfig: pathli
         print(f"--- monitor log ({p.log_path}) ---\n{p.log()[-6000:]}")
 
 
-def create_pod(apiserver: ApiServer, name: str, *, namespace: str = "default", containers: tuple[str, ...] = ("main",),
-               node: str = NODE, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def create_pod(
+    apiserver: ApiServer,
+    name: str,
+    *,
+    namespace: str = "default",
+    containers: tuple[str, ...] = ("main",),
+    node: str = NODE,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A pod bound to ``node`` (running), as the API server stores it; returns it (with its uid)."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         meta["labels"] = labels
-    obj = apiserver.store.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-                                          "spec": {"nodeName": node, "containers": [
-                                              {"name": c, "image": "busybox:1.36"} for c in containers]}},
-                                 namespace)
-    return apiserver.store.patch("pods", namespace, name, {"status": {"phase": "Running"}}, "merge",
-                                 subresource="status")
+    obj = apiserver.store.create(
+        "pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": {"nodeName": node, "containers": [{"name": c, "image": "busybox:1.36"} for c in containers]},
+        },
+        namespace,
+    )
+    return apiserver.store.patch(
+        "pods", namespace, name, {"status": {"phase": "Running"}}, "merge", subresource="status"
+    )
 
 
 def set_phase(apiserver: ApiServer, pod: dict[str, Any], phase: str) -> None:
     meta = pod["metadata"]
-    apiserver.store.patch("pods", meta["namespace"], meta["name"], {"status": {"phase": phase}}, "merge",
-                          subresource="status")
+    apiserver.store.patch(
+        "pods", meta["namespace"], meta["name"], {"status": {"phase": phase}}, "merge", subresource="status"
+    )

@@ -4,6 +4,7 @@ Testing conventions (spec README): these tests run whenever the programs are pre
 are absent we try to install the Debian package (root + apt-get, as ``.ci/run`` does); only when
 that is impossible do the tests skip, with the reason.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,13 +32,17 @@ def ensure_prometheus() -> tuple[str, str] | str:
     if _install_error is not None:
         return _install_error
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        _install_error = ("prometheus/promtool are not installed and cannot be installed here "
-                          "(needs root and apt-get: `apt-get install -y prometheus`)")
+        _install_error = (
+            "prometheus/promtool are not installed and cannot be installed here "
+            "(needs root and apt-get: `apt-get install -y prometheus`)"
+        )
         return _install_error
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "install", "-y", "-q", "--no-install-recommends", "prometheus"],
-                ["apt-get", "update", "-q"],
-                ["apt-get", "install", "-y", "-q", "--no-install-recommends", "prometheus"]):
+    for cmd in (
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "prometheus"],
+        ["apt-get", "update", "-q"],
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "prometheus"],
+    ):
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
         found = shutil.which("prometheus"), shutil.which("promtool")
         if all(found):
@@ -55,20 +60,32 @@ class Prometheus(LoggedProcess):
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = self.dir / "prometheus.yml"
-        self.config.write_text(json.dumps({  # JSON is YAML
-            "global": {"scrape_interval": f"{interval_s}s", "scrape_timeout": f"{interval_s}s",
-                       "evaluation_interval": "15s"},
-            "scrape_configs": [{"job_name": "vgpu-monitor", "static_configs": [{"targets": targets}]}],
-        }))
+        self.config.write_text(
+            json.dumps(
+                {  # JSON is YAML
+                    "global": {
+                        "scrape_interval": f"{interval_s}s",
+                        "scrape_timeout": f"{interval_s}s",
+                        "evaluation_interval": "15s",
+                    },
+                    "scrape_configs": [{"job_name": "vgpu-monitor", "static_configs": [{"targets": targets}]}],
+                }
+            )
+        )
         super().__init__([binary], None, self.dir / "prometheus.log", name="prometheus")
         self.port = 0
 
     def start(self, timeout: float = 60.0) -> Prometheus:
         for attempt in range(3):  # a port picked as free may be taken meanwhile
             self.port = free_port()
-            self.args = [self.binary, f"--config.file={self.config}", f"--storage.tsdb.path={self.dir / 'data'}",
-                         f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1h",
-                         "--log.level=info"]
+            self.args = [
+                self.binary,
+                f"--config.file={self.config}",
+                f"--storage.tsdb.path={self.dir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=1h",
+                "--log.level=info",
+            ]
             super().start(append=True)
             assert self.proc is not None
             deadline = time.monotonic() + timeout

@@ -4,6 +4,7 @@ The MIG layout is applied by the plugin's own MIG manager in a child process (th
 keeps MIG state in its state file, shared by every process on that configuration); the monitor
 then resolves the pod's ``vgpu-ids-new`` slots to the same instances.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,14 +19,29 @@ NUM = "volcano.sh/vgpu-number"
 
 
 def mig_pod(apiserver: ApiServer, name: str, ids: str, phase: str = "success") -> dict[str, Any]:
-    containers = [{"name": "init-free", "image": "x"},  # no vGPU: not a segment
-                  {"name": "trainer", "image": "x", "resources": {"limits": {NUM: "1"}}},
-                  {"name": "helper", "image": "x", "resources": {"limits": {NUM: "1"}}}]
-    apiserver.store.create("pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "ml", "annotations": {
-            "volcano.sh/vgpu-ids-new": ids, "volcano.sh/bind-phase": phase, "volcano.sh/vgpu-node": "node-1"}},
-        "spec": {"nodeName": "node-1", "containers": containers}}, "ml")
+    containers = [
+        {"name": "init-free", "image": "x"},  # no vGPU: not a segment
+        {"name": "trainer", "image": "x", "resources": {"limits": {NUM: "1"}}},
+        {"name": "helper", "image": "x", "resources": {"limits": {NUM: "1"}}},
+    ]
+    apiserver.store.create(
+        "pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "ml",
+                "annotations": {
+                    "volcano.sh/vgpu-ids-new": ids,
+                    "volcano.sh/bind-phase": phase,
+                    "volcano.sh/vgpu-node": "node-1",
+                },
+            },
+            "spec": {"nodeName": "node-1", "containers": containers},
+        },
+        "ml",
+    )
     return apiserver.store.patch("pods", "ml", name, {"status": {"phase": "Running"}}, "merge", subresource="status")
 
 
@@ -44,9 +60,23 @@ def test_mig_identities_of_an_allocated_pod(mig_node, apiserver, kubeconfig, hoo
         assert len(rows) == 2  # group9 cannot be resolved: skipped; the allocating pod is not exported
         for ctr, vdev, pos in (("trainer", "0", 3), ("helper", "0", 1)):
             e = expected[pos]
-            assert one(s, "hami_mig_device_info", namespace="ml", pod="mig-job", container=ctr, vdevice_index=vdev,
-                       device_uuid=G0, mig_uuid=e["uuid"], profile=e["profile"], gpu_instance_id=str(e["gi"]),
-                       compute_instance_id=str(e["ci"]), zone="vGPU") == 1
+            assert (
+                one(
+                    s,
+                    "hami_mig_device_info",
+                    namespace="ml",
+                    pod="mig-job",
+                    container=ctr,
+                    vdevice_index=vdev,
+                    device_uuid=G0,
+                    mig_uuid=e["uuid"],
+                    profile=e["profile"],
+                    gpu_instance_id=str(e["gi"]),
+                    compute_instance_id=str(e["ci"]),
+                    zone="vGPU",
+                )
+                == 1
+            )
         assert {lab["profile"] for lab, _ in rows} == {"1g.10gb", "2g.20gb"}
         # utilization is NOT_SUPPORTED on a MIG-enabled GPU (HAMi#1089): omitted, memory still there
         assert "HostCoreUtilization" not in s and len(s["HostGPUMemoryUsage"]) == 1

@@ -4,12 +4,13 @@ The process (the real ``vgpu.cli.main``, see tests/support/imports.py) runs agai
 NVML and the simulated API server, serves a scrape and stops on SIGTERM; at exit it writes its
 ``sys.modules``.
 """
+
 from __future__ import annotations
 
 from tests.support.imports import loaded_modules, under, vgpu_with_module_dump
+from vgpu.sim.processes import MonitorProcess
 
 from .conftest import create_pod
-from vgpu.sim.processes import MonitorProcess
 
 
 def test_monitor_process_imports_no_simulator(tmp_path, apiserver, kubeconfig, hook, nvml):

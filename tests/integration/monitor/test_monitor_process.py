@@ -4,6 +4,7 @@ Values and labels must match the written regions exactly; containers appear and 
 one scan; the feedback writes follow the spec's scenarios; hostile files are rejected and counted
 while the others keep reporting; a scrape makes no API request (M-9).
 """
+
 from __future__ import annotations
 
 import os
@@ -32,12 +33,26 @@ def test_values_and_labels_match_the_written_regions(apiserver, start_monitor, h
     now = int(time.time())
     p1 = create_pod(apiserver, "trainer", namespace="ml", containers=("sidecar", "worker"))
     p2 = create_pod(apiserver, "infer")  # no labels at all (M-5)
-    add_container(hook, p1["metadata"]["uid"], "worker", variant="v1.2",
-                  procs=[(10, [100, 10]), (11, [200, 20]), (12, [300, 30]), (13, [400, 40])],
-                  sm_util={(10, 0): 11, (12, 0): 22, (13, 1): 5}, context_mib={(10, 0): 50},
-                  now=now - 100)
-    add_container(hook, p2["metadata"]["uid"], "main", variant="v0", uuids=[UUIDS[1]], limits_mib=[777],
-                  procs=[(5, [64])], sm_util={(5, 0): 9})
+    add_container(
+        hook,
+        p1["metadata"]["uid"],
+        "worker",
+        variant="v1.2",
+        procs=[(10, [100, 10]), (11, [200, 20]), (12, [300, 30]), (13, [400, 40])],
+        sm_util={(10, 0): 11, (12, 0): 22, (13, 1): 5},
+        context_mib={(10, 0): 50},
+        now=now - 100,
+    )
+    add_container(
+        hook,
+        p2["metadata"]["uid"],
+        "main",
+        variant="v0",
+        uuids=[UUIDS[1]],
+        limits_mib=[777],
+        procs=[(5, [64])],
+        sm_util={(5, 0): 9},
+    )
     mon = start_monitor()
     status, body, ctype = mon.get("/metrics")
     assert status == 200 and ctype == "text/plain; version=0.0.4; charset=utf-8"
@@ -52,8 +67,18 @@ def test_values_and_labels_match_the_written_regions(apiserver, start_monitor, h
     assert one(s, "hami_vgpu_memory_context_bytes", **w, vdevice_index="0") == 50 * MIB
     assert 100 <= one(s, "hami_container_last_kernel_elapsed_seconds", **w, vdevice_index="0") <= 130
     legacy = dict(podnamespace="ml", podname="trainer", ctrname="worker", vdeviceid="0", deviceuuid=UUIDS[0])
-    assert one(s, "Device_memory_desc_of_container", **legacy, context=str(50 * MIB), data=str(1000 * MIB),
-               module="0", offset="0") == 1050 * MIB
+    assert (
+        one(
+            s,
+            "Device_memory_desc_of_container",
+            **legacy,
+            context=str(50 * MIB),
+            data=str(1000 * MIB),
+            module="0",
+            offset="0",
+        )
+        == 1050 * MIB
+    )
     assert 100 <= one(s, "Device_last_kernel_of_container", **legacy) <= 130
     i = dict(namespace="default", pod="infer", container="main", vdevice_index="0", device_uuid=UUIDS[1])
     assert one(s, "hami_vgpu_memory_used_bytes", **i) == 64 * MIB
@@ -90,19 +115,47 @@ def test_containers_appear_and_disappear_within_one_scan(apiserver, start_monito
 
 def test_feedback_scenarios_by_the_real_process(apiserver, start_monitor, hook):
     # Priority 0 and 1 on one GPU; two tasks of equal priority on another (monitor-metrics.md §5).
-    hi = add_container(hook, create_pod(apiserver, "hi")["metadata"]["uid"], "main", priority=0,
-                       uuids=[UUIDS[0]], limits_mib=[100], procs=[(1, [10])])
-    lo = add_container(hook, create_pod(apiserver, "lo")["metadata"]["uid"], "main", priority=1,
-                       uuids=[UUIDS[0]], limits_mib=[100], procs=[(2, [10])])
-    a = add_container(hook, create_pod(apiserver, "a")["metadata"]["uid"], "main", priority=1,
-                      uuids=[UUIDS[1]], limits_mib=[100], procs=[(3, [10])])
-    b = add_container(hook, create_pod(apiserver, "b")["metadata"]["uid"], "main", priority=1,
-                      uuids=[UUIDS[1]], limits_mib=[100], procs=[(4, [10])])
+    hi = add_container(
+        hook,
+        create_pod(apiserver, "hi")["metadata"]["uid"],
+        "main",
+        priority=0,
+        uuids=[UUIDS[0]],
+        limits_mib=[100],
+        procs=[(1, [10])],
+    )
+    lo = add_container(
+        hook,
+        create_pod(apiserver, "lo")["metadata"]["uid"],
+        "main",
+        priority=1,
+        uuids=[UUIDS[0]],
+        limits_mib=[100],
+        procs=[(2, [10])],
+    )
+    a = add_container(
+        hook,
+        create_pod(apiserver, "a")["metadata"]["uid"],
+        "main",
+        priority=1,
+        uuids=[UUIDS[1]],
+        limits_mib=[100],
+        procs=[(3, [10])],
+    )
+    b = add_container(
+        hook,
+        create_pod(apiserver, "b")["metadata"]["uid"],
+        "main",
+        priority=1,
+        uuids=[UUIDS[1]],
+        limits_mib=[100],
+        procs=[(4, [10])],
+    )
     before = {p: p.read_bytes() for p in (hi, lo, a, b)}
     start_monitor()  # its first tick runs before it serves
-    assert feedback_fields(hi) == (0, 1)   # (utilization_switch, recent_kernel): free, still active
+    assert feedback_fields(hi) == (0, 1)  # (utilization_switch, recent_kernel): free, still active
     assert feedback_fields(lo) == (1, -1)  # limited and blocked
-    assert feedback_fields(a) == (1, 1)    # equal priority: both limited, none blocked
+    assert feedback_fields(a) == (1, 1)  # equal priority: both limited, none blocked
     assert feedback_fields(b) == (1, 1)
     # next tick (5 s later): the countdown ends, lo is released, a and b are no longer crowded
     wait_until(lambda: feedback_fields(lo) == (0, 0), ONE_SCAN, "the blocked container to be released")
@@ -139,8 +192,11 @@ def test_terminal_pod_series_disappear_at_the_next_scrape(apiserver, start_monit
     mon = start_monitor()
     assert any(lab["pod"] == "job" for lab, _ in parse(mon.scrape())["hami_vgpu_memory_used_bytes"])
     set_phase(apiserver, pod, "Succeeded")
-    wait_until(lambda: "hami_vgpu_memory_used_bytes" not in parse(mon.scrape()), 5.0,
-               "the terminal pod's series to vanish (watch latency only)")
+    wait_until(
+        lambda: "hami_vgpu_memory_used_bytes" not in parse(mon.scrape()),
+        5.0,
+        "the terminal pod's series to vanish (watch latency only)",
+    )
     assert os.path.isdir(container_dir(hook, pod["metadata"]["uid"], "main"))  # GC waits 300 s
 
 

@@ -1,4 +1,5 @@
 """The monitor's pod index over the real node-scoped watch of vgpu.kube against the simulated API server."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -4,6 +4,7 @@ promtool's linter flags the legacy Volcano names we must keep exactly (camelCase
 counter ``Device_memory_desc_of_container`` without ``_total``): those, and only those, are
 accepted.  With ``--no-legacy-metrics`` the exposition lints clean.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -13,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import missing_program
-
 from tests.unit.monitor.helpers import MIB, UUIDS, add_container, wait_until
 
 from .conftest import create_pod
@@ -40,8 +40,7 @@ def binaries() -> tuple[str, str]:
 @pytest.fixture
 def workload(apiserver, hook):
     pod = create_pod(apiserver, "trainer", namespace="ml")
-    add_container(hook, pod["metadata"]["uid"], "main", procs=[(1, [300, 30]), (2, [700, 70])],
-                  sm_util={(1, 0): 12})
+    add_container(hook, pod["metadata"]["uid"], "main", procs=[(1, [300, 30]), (2, [700, 70])], sm_util={(1, 0): 12})
     return pod
 
 
@@ -80,8 +79,11 @@ def prometheus(binaries, tmp_path: pathlib.Path, workload, start_monitor) -> Ite
 
 
 def test_prometheus_scrapes_and_promql_returns_the_pods_memory(prometheus):
-    result = wait_until(lambda: prometheus.query('hami_vgpu_memory_used_bytes{namespace="ml",pod="trainer"}'),
-                        30, "the pod's memory series in Prometheus")
+    result = wait_until(
+        lambda: prometheus.query('hami_vgpu_memory_used_bytes{namespace="ml",pod="trainer"}'),
+        30,
+        "the pod's memory series in Prometheus",
+    )
     got = {r["metric"]["vdevice_index"]: float(r["value"][1]) for r in result}
     assert got == {"0": 1000 * MIB, "1": 100 * MIB}
     assert {r["metric"]["device_uuid"] for r in result} == set(UUIDS)

@@ -5,6 +5,7 @@ process, so every test drives its own Python child started with the fake's env. 
 child evaluates one Python expression per request line and answers one JSON line, so a
 test can act on the fake's files between two calls of a *running* process.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,14 @@ class NvmlChild:
         self._stderr: str | None = None
         full_env = python_child_env(env)
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-c", CHILD_LOOP], env=full_env, cwd=str(REPO_ROOT),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [sys.executable, "-u", "-c", CHILD_LOOP],
+            env=full_env,
+            cwd=str(REPO_ROOT),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self._sel = selectors.DefaultSelector()
         assert self.proc.stdout is not None
         self._sel.register(self.proc.stdout, selectors.EVENT_READ)

@@ -1,4 +1,5 @@
 """discover_gpus() through nvidia-ml-py against the fake NVML, in child processes."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,10 +13,19 @@ SETUP = "from vgpu.nvml.discovery import discover_gpus"
 def three_gpus() -> list[dict]:
     return [
         fakenvml.device(0),
-        fakenvml.device(1, name="NVIDIA H100 80GB HBM3", memory_total_mib=81559, numa_node=1,
-                        compute_capability=[9, 0], mig_mode=True, pci_bus_id="00000000:C1:00.0", minor=5),
-        fakenvml.device(2, name="Tesla T4", memory_total_mib=15360, compute_capability=[7, 5],
-                        mig_capable=False, numa_node=0),
+        fakenvml.device(
+            1,
+            name="NVIDIA H100 80GB HBM3",
+            memory_total_mib=81559,
+            numa_node=1,
+            compute_capability=[9, 0],
+            mig_mode=True,
+            pci_bus_id="00000000:C1:00.0",
+            minor=5,
+        ),
+        fakenvml.device(
+            2, name="Tesla T4", memory_total_mib=15360, compute_capability=[7, 5], mig_capable=False, numa_node=0
+        ),
     ]
 
 
@@ -106,8 +116,14 @@ def test_malformed_config_fails_init_with_library_named(tmp_path, nvml_child):
 
 
 def test_numa_node_falls_back_to_sysfs_when_nvml_cannot_tell(tmp_path, nvml_child):
-    fake = fakenvml.FakeNvml.create(tmp_path, [fakenvml.device(0, pci_bus_id="00000000:3B:00.0", errors={
-        "nvmlDeviceGetNumaNodeId": errors.NVML_ERROR_NOT_SUPPORTED})])
+    fake = fakenvml.FakeNvml.create(
+        tmp_path,
+        [
+            fakenvml.device(
+                0, pci_bus_id="00000000:3B:00.0", errors={"nvmlDeviceGetNumaNodeId": errors.NVML_ERROR_NOT_SUPPORTED}
+            )
+        ],
+    )
     sysfs = tmp_path / "sys"
     node_file = sysfs / "bus/pci/devices/0000:3b:00.0/numa_node"
     node_file.parent.mkdir(parents=True)
@@ -117,8 +133,10 @@ def test_numa_node_falls_back_to_sysfs_when_nvml_cannot_tell(tmp_path, nvml_chil
 
 
 def test_failing_device_call_names_call_device_and_library(tmp_path, nvml_child):
-    fake = fakenvml.FakeNvml.create(tmp_path, [fakenvml.device(0), fakenvml.device(1, errors={
-        "nvmlDeviceGetMinorNumber": errors.NVML_ERROR_GPU_IS_LOST})])
+    fake = fakenvml.FakeNvml.create(
+        tmp_path,
+        [fakenvml.device(0), fakenvml.device(1, errors={"nvmlDeviceGetMinorNumber": errors.NVML_ERROR_GPU_IS_LOST})],
+    )
     child = nvml_child(fake, SETUP)
     with pytest.raises(nvml_child.Error) as info:
         child.eval("discover_gpus()")

@@ -1,5 +1,6 @@
 """The bulk MIG reads (MigNvml.read_instances / mig_devices) against the per-call wrappers they
 replace on the hot path: same answers, same error naming, in child processes on the fake NVML."""
+
 from __future__ import annotations
 
 import pytest
@@ -50,23 +51,35 @@ def test_bulk_reads_equal_the_per_call_reads(tmp_path, nvml_child):
         assert child.eval("[tuple(r) for r in m.read_instances(d, instance_query(profiles))] == per_call(profiles)")
     assert child.eval("len(m.read_instances(d, instance_query([(one, [ci_one]), (two, [ci_two])])))") == 3
     assert child.eval("[tuple(r) for r in m.mig_devices(d)] == mig_per_call()")
-    assert child.eval("sorted((r.gpu_instance_id, r.compute_instance_id) for r in m.mig_devices(d))") == \
-        child.eval("sorted((m.gpu_instance_info(g).id, m.compute_instance_info(c).id) for g, c in zip(gis[::2], cis))")
+    assert child.eval("sorted((r.gpu_instance_id, r.compute_instance_id) for r in m.mig_devices(d))") == child.eval(
+        "sorted((m.gpu_instance_info(g).id, m.compute_instance_info(c).id) for g, c in zip(gis[::2], cis))"
+    )
     # handles of the bulk read drive the mutating wrappers (interned wrappers, same pointers)
-    child.run("row = m.read_instances(d, instance_query([(one, [ci_one])]))[0]\n"
-              "m.destroy_compute_instance(row.cis[0][0])\nm.destroy_gpu_instance(row.handle)")
+    child.run(
+        "row = m.read_instances(d, instance_query([(one, [ci_one])]))[0]\n"
+        "m.destroy_compute_instance(row.cis[0][0])\nm.destroy_gpu_instance(row.handle)"
+    )
     assert child.eval("len(m.read_instances(d, instance_query([(one, [ci_one])])))") == 1
     assert child.eval("len(m.mig_devices(d))") == 1
 
 
-@pytest.mark.parametrize(("function", "expression", "named"), [
-    ("nvmlDeviceGetGpuInstances", "m.read_instances(d, instance_query([(one, [ci_one])]))",
-     "nvmlDeviceGetGpuInstances(profileId"),
-    ("nvmlGpuInstanceGetComputeInstances", "m.read_instances(d, instance_query([(one, [ci_one])]))",
-     "nvmlGpuInstanceGetComputeInstances(profileId"),
-    ("nvmlDeviceGetMigDeviceHandleByIndex", "m.mig_devices(d)", "nvmlDeviceGetMigDeviceHandleByIndex(0)"),
-    ("nvmlDeviceGetUUID", "m.mig_devices(d)", "nvmlDeviceGetUUID"),
-])
+@pytest.mark.parametrize(
+    ("function", "expression", "named"),
+    [
+        (
+            "nvmlDeviceGetGpuInstances",
+            "m.read_instances(d, instance_query([(one, [ci_one])]))",
+            "nvmlDeviceGetGpuInstances(profileId",
+        ),
+        (
+            "nvmlGpuInstanceGetComputeInstances",
+            "m.read_instances(d, instance_query([(one, [ci_one])]))",
+            "nvmlGpuInstanceGetComputeInstances(profileId",
+        ),
+        ("nvmlDeviceGetMigDeviceHandleByIndex", "m.mig_devices(d)", "nvmlDeviceGetMigDeviceHandleByIndex(0)"),
+        ("nvmlDeviceGetUUID", "m.mig_devices(d)", "nvmlDeviceGetUUID"),
+    ],
+)
 def test_bulk_read_errors_name_the_failing_call(tmp_path, nvml_child, function, expression, named):
     fake = fakenvml.FakeNvml.create(tmp_path, [fakenvml.device(0)])
     child = nvml_child(fake, SETUP)

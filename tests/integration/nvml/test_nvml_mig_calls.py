@@ -1,4 +1,5 @@
 """MIG wrappers (vgpu.nvml.mig_calls) against the fake NVML, in child processes."""
+
 from __future__ import annotations
 
 import json
@@ -39,9 +40,12 @@ def test_profile_info_and_placements_a100_80gb(tmp_path, nvml_child):
     three = child.eval("m.gpu_instance_profile_info(d, 2)")
     assert three["name"] == "MIG 3g.40gb" and three["memory_size_mb"] == 40192
     assert child.eval(f"m.gpu_instance_possible_placements(d, {one['id']})") == [
-        {"start": s, "size": 1} for s in range(7)]
+        {"start": s, "size": 1} for s in range(7)
+    ]
     assert child.eval(f"m.gpu_instance_possible_placements(d, {three['id']})") == [
-        {"start": 0, "size": 4}, {"start": 4, "size": 4}]
+        {"start": 0, "size": 4},
+        {"start": 4, "size": 4},
+    ]
 
 
 def test_create_query_resolve_destroy(tmp_path, nvml_child):
@@ -114,8 +118,12 @@ gi = m.create_gpu_instance(d, p.id, Placement(0, 1))
 ci = m.create_compute_instance(gi, m.compute_instance_profile_info(gi, 0).id)
 """)
     gi_id, ci_id = child.eval("(m.gpu_instance_info(gi).id, m.compute_instance_info(ci).id)")
-    fake.update_device(0, processes=[{"pid": 999, "used_memory_mib": 5, "sm_util": 1,
-                                      "gpu_instance_id": gi_id, "compute_instance_id": ci_id}])
+    fake.update_device(
+        0,
+        processes=[
+            {"pid": 999, "used_memory_mib": 5, "sm_util": 1, "gpu_instance_id": gi_id, "compute_instance_id": ci_id}
+        ],
+    )
     with pytest.raises(nvml_child.Error) as info:
         child.eval("m.destroy_compute_instance(ci)")
     assert info.value.code == errors.NVML_ERROR_IN_USE

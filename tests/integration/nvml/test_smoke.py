@@ -1,4 +1,5 @@
 """The real-driver smoke test, run here against the fake NVML: its report, and that it only reads."""
+
 from __future__ import annotations
 
 import inspect
@@ -13,11 +14,21 @@ from vgpu.sim.processes import REPO_ROOT
 
 
 def test_smoke_report_against_the_fake_library(tmp_path):
-    fake = fakenvml.FakeNvml.create(tmp_path / "nvml", [
-        fakenvml.device(0, processes=[{"pid": 4242, "used_memory_mib": 1024, "sm_util": 30}]),
-        fakenvml.device(1, name="NVIDIA A30", memory_total_mib=24576)])
-    out = subprocess.run([sys.executable, "-m", "benchmarks.gpu_smoke", "--json", "--rounds", "5"],
-                         env=subprocess_env(fake.env), capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    fake = fakenvml.FakeNvml.create(
+        tmp_path / "nvml",
+        [
+            fakenvml.device(0, processes=[{"pid": 4242, "used_memory_mib": 1024, "sm_util": 30}]),
+            fakenvml.device(1, name="NVIDIA A30", memory_total_mib=24576),
+        ],
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_smoke", "--json", "--rounds", "5"],
+        env=subprocess_env(fake.env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["driver_version"] == "550.54.15"
@@ -36,13 +47,26 @@ def test_smoke_report_against_the_fake_library(tmp_path):
 
 def test_smoke_module_never_calls_a_mutating_nvml_operation():
     source = inspect.getsource(gpu_smoke)
-    for call in ("set_mig_mode", "create_gpu_instance", "create_compute_instance", "destroy_gpu_instance",
-                 "destroy_compute_instance", "nvmlDeviceSetMigMode", "nvmlDeviceReset", "apply("):
+    for call in (
+        "set_mig_mode",
+        "create_gpu_instance",
+        "create_compute_instance",
+        "destroy_gpu_instance",
+        "destroy_compute_instance",
+        "nvmlDeviceSetMigMode",
+        "nvmlDeviceReset",
+        "apply(",
+    ):
         assert call not in source, call
 
 
 def test_smoke_exits_1_naming_the_library_when_nvml_cannot_start(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "benchmarks.gpu_smoke", "--nvml-library", str(tmp_path / "nope.so")],
-                         capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_smoke", "--nvml-library", str(tmp_path / "nope.so")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+    )
     assert out.returncode == 1
     assert "nope.so" in out.stderr

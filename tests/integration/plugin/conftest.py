@@ -4,6 +4,7 @@
 short socket directory (unix socket paths are limited to 107 bytes) and its log in a
 file; every fixture tears down what it started, also when the test fails.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,18 +26,37 @@ SOCKETS = ("nvidia-vgpu-number.sock", "nvidia-vgpu-memory.sock", "nvidia-vgpu-co
 
 
 class PluginProcess(LoggedProcess):
-    def __init__(self, workdir: pathlib.Path, socket_dir: str, nvml: fakenvml.FakeNvml, *,
-                 device_config: str | None = None, node_config: str | None = None,
-                 env: dict[str, str] | None = None, node_name: str = "node-1") -> None:
+    def __init__(
+        self,
+        workdir: pathlib.Path,
+        socket_dir: str,
+        nvml: fakenvml.FakeNvml,
+        *,
+        device_config: str | None = None,
+        node_config: str | None = None,
+        env: dict[str, str] | None = None,
+        node_name: str = "node-1",
+    ) -> None:
         self.socket_dir = socket_dir
         dc, nc = workdir / "device-config.yaml", workdir / "config.json"
         if device_config is not None:
             dc.write_text(device_config)
         if node_config is not None:
             nc.write_text(node_config)
-        args = [sys.executable, "-m", "vgpu", "--log-level", "INFO", "plugin",
-                "--kubelet-socket", os.path.join(socket_dir, "kubelet.sock"),
-                "--device-config", str(dc), "--node-config", str(nc)]
+        args = [
+            sys.executable,
+            "-m",
+            "vgpu",
+            "--log-level",
+            "INFO",
+            "plugin",
+            "--kubelet-socket",
+            os.path.join(socket_dir, "kubelet.sock"),
+            "--device-config",
+            str(dc),
+            "--node-config",
+            str(nc),
+        ]
         if node_name:
             args += ["--node-name", node_name]
         proc_env = subprocess_env({**nvml.env, **(env or {})})
@@ -73,11 +93,13 @@ def kubelet(socket_dir: str) -> Iterator[FakeKubelet]:
 @pytest.fixture
 def two_gpus(tmp_path: pathlib.Path) -> fakenvml.FakeNvml:
     """One A100-SXM4-80GB and one 24 GiB GPU (an A10)."""
-    return fakenvml.FakeNvml.create(tmp_path / "nvml", [
-        fakenvml.device(0),
-        fakenvml.device(1, name="NVIDIA A10", memory_total_mib=24576, mig_capable=False,
-                        compute_capability=[8, 6]),
-    ])
+    return fakenvml.FakeNvml.create(
+        tmp_path / "nvml",
+        [
+            fakenvml.device(0),
+            fakenvml.device(1, name="NVIDIA A10", memory_total_mib=24576, mig_capable=False, compute_capability=[8, 6]),
+        ],
+    )
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """health.md §7 against the real `vgpu plugin` process, with faults injected into the fake
 NVML (its ``errors`` keys make one NVML function return a given nvmlReturn_t)."""
+
 from __future__ import annotations
 
 import signal

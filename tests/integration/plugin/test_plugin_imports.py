@@ -4,6 +4,7 @@ The process (the real ``vgpu.cli.main``, see tests/support/imports.py) runs agai
 NVML and the fake kubelet, registers, reloads on SIGHUP and stops on SIGTERM; at exit it writes
 its ``sys.modules``.
 """
+
 from __future__ import annotations
 
 import signal

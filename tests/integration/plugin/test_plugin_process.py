@@ -3,6 +3,7 @@
 Real gRPC over unix sockets, the fake NVML (vgpu/sim/nvml/fakenvml.py) and the fake kubelet
 (vgpu/sim/kubelet/device_manager.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -52,13 +53,15 @@ def test_device_counts_for_a100_and_24gib_gpu(kubelet, two_gpus, plugin_factory,
 
 
 def test_size_check_refuses_8_h200_at_factor_1_naming_factor_6(tmp_path, socket_dir, plugin_factory):
-    nvml = fakenvml.FakeNvml.create(tmp_path / "nvml", [
-        fakenvml.device(i, name="NVIDIA H200", memory_total_mib=143771, compute_capability=[9, 0])
-        for i in range(8)])
+    nvml = fakenvml.FakeNvml.create(
+        tmp_path / "nvml",
+        [fakenvml.device(i, name="NVIDIA H200", memory_total_mib=143771, compute_capability=[9, 0]) for i in range(8)],
+    )
     p = plugin_factory(nvml, device_config="nvidia:\n  gpuMemoryFactor: 1\n")
     assert p.wait_exit(60) == 1
-    assert ("vgpu-memory ListAndWatch would be 25564984 bytes (limit 4194304); "
-            "set gpuMemoryFactor to at least 6") in p.log()
+    assert (
+        "vgpu-memory ListAndWatch would be 25564984 bytes (limit 4194304); set gpuMemoryFactor to at least 6"
+    ) in p.log()
     assert not any(f.startswith("nvidia-") for f in os.listdir(socket_dir))
 
 
@@ -75,8 +78,9 @@ def test_xid_79_marks_exactly_that_gpu_unhealthy_in_all_three_streams_within_1s(
     t0 = time.monotonic()
     two_gpus.add_xid(0, 79)
     for n, c in clients.items():
-        assert c.wait_until(lambda c, n=n: c.updates > before[n] and any(h == "Unhealthy" for _, h in c.devices),
-                            1.0), f"{n} did not turn GPU 0 unhealthy within 1 s"
+        assert c.wait_until(
+            lambda c, n=n: c.updates > before[n] and any(h == "Unhealthy" for _, h in c.devices), 1.0
+        ), f"{n} did not turn GPU 0 unhealthy within 1 s"
     elapsed = time.monotonic() - t0
     for n, c in clients.items():
         mine = (uuid0, "0-")

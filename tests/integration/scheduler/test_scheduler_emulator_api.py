@@ -1,11 +1,12 @@
 """The scheduler emulator's driver against the simulated API server over real HTTP, with the
 official kubernetes client: handshake writes, PATCH-then-bind (v1.15) vs Binding (master), the
 node lock, write failures, and the background loop with a node watch."""
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,8 +20,9 @@ from vgpu.sim.scheduler.model import SchedulerConfig
 U0 = "GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e"
 U1 = "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c"
 A100 = "NVIDIA-NVIDIA A100-SXM4-80GB"
-REGISTER = encode_register([RegisterRecord(U0, 10, 81920, A100, True, "hami-core"),
-                            RegisterRecord(U1, 10, 81920, A100, True, "hami-core")])
+REGISTER = encode_register(
+    [RegisterRecord(U0, 10, 81920, A100, True, "hami-core"), RegisterRecord(U1, 10, 81920, A100, True, "hami-core")]
+)
 ALLOCATABLE = {"volcano.sh/vgpu-number": "20", "volcano.sh/vgpu-memory": "163840", "volcano.sh/vgpu-cores": "200"}
 T0 = 1_787_191_200.0  # 2026-08-20T02:00:00Z
 
@@ -51,20 +53,33 @@ def api(server: ApiServer) -> Iterator[client.CoreV1Api]:
         c.close()
 
 
-def add_node(api: client.CoreV1Api, name: str = "n1", annotations: dict[str, str] | None = None,
-             allocatable: dict[str, str] | None = None) -> None:
-    api.create_node({"apiVersion": "v1", "kind": "Node",
-                     "metadata": {"name": name, "annotations": annotations or {}}})
+def add_node(
+    api: client.CoreV1Api,
+    name: str = "n1",
+    annotations: dict[str, str] | None = None,
+    allocatable: dict[str, str] | None = None,
+) -> None:
+    api.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations or {}}})
     if allocatable:
         api.patch_node_status(name, {"status": {"allocatable": allocatable, "capacity": allocatable}})
 
 
-def add_pod(api: client.CoreV1Api, name: str, containers: list[dict[str, Any]], scheduler: str = "volcano",
-            annotations: dict[str, str] | None = None) -> None:
-    api.create_namespaced_pod("default", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": {"schedulerName": scheduler, "containers": containers}})
+def add_pod(
+    api: client.CoreV1Api,
+    name: str,
+    containers: list[dict[str, Any]],
+    scheduler: str = "volcano",
+    annotations: dict[str, str] | None = None,
+) -> None:
+    api.create_namespaced_pod(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "annotations": annotations or {}},
+            "spec": {"schedulerName": scheduler, "containers": containers},
+        },
+    )
 
 
 def gpu(name: str, **limits: int) -> dict[str, Any]:
@@ -80,8 +95,9 @@ EXPECTED_IDS = f"{U1},NVIDIA,3000,30:{U0},NVIDIA,3000,30:;{U1},NVIDIA,2000,0:"
 
 
 def test_v1_15_handshake_then_patch_and_bind(server, api):
-    add_node(api, annotations={keys.REGISTER: REGISTER,
-                               keys.HANDSHAKE: encode_reported(datetime.fromtimestamp(T0, timezone.utc))})
+    add_node(
+        api, annotations={keys.REGISTER: REGISTER, keys.HANDSHAKE: encode_reported(datetime.fromtimestamp(T0, UTC))}
+    )
     worked_example_pod(api)
     add_pod(api, "other-scheduler", [gpu("c", number=1)], scheduler="default-scheduler")
     emu = VolcanoSchedulerEmulator(api, SchedulerConfig(version="v1.15"), clock=FakeClock())
@@ -98,11 +114,17 @@ def test_v1_15_handshake_then_patch_and_bind(server, api):
     assert ann[keys.VGPU_TIME] == ann[keys.BIND_TIME] == str(int(T0))
     assert api.read_namespaced_pod("other-scheduler", "default").spec.node_name is None
 
-    writes = [(r.resource, r.verb, r.content_type) for r in server.requests.writes(ok_only=True)
-              if r.resource in ("pods", "pods/binding", "nodes")]
+    writes = [
+        (r.resource, r.verb, r.content_type)
+        for r in server.requests.writes(ok_only=True)
+        if r.resource in ("pods", "pods/binding", "nodes")
+    ]
     # strategic-merge PATCH of the handshake, then of the pod, then the Binding
     assert [w[:2] for w in writes if not (w[0] in ("pods", "nodes") and w[1] == "create")] == [
-        ("nodes", "patch"), ("pods", "patch"), ("pods/binding", "create")]
+        ("nodes", "patch"),
+        ("pods", "patch"),
+        ("pods/binding", "create"),
+    ]
     assert all(ct.startswith("application/strategic-merge-patch+json") for res, verb, ct in writes if verb == "patch")
     assert b"vgpu-ids-new" not in server.requests.writes("pods/binding")[0].body
     c = emu.counters
@@ -154,8 +176,11 @@ def test_handshake_expiry_with_simulated_time(server, api):
     (outcome,) = emu.schedule_once()
     assert not outcome.scheduled and "handshake" in outcome.node_reasons["n1"]
     # the plugin answers: a new Reported → Requesting and the pod schedules
-    api.patch_node("n1", {"metadata": {"annotations": {keys.HANDSHAKE: "Reported y"}}},
-                   _content_type="application/strategic-merge-patch+json")
+    api.patch_node(
+        "n1",
+        {"metadata": {"annotations": {keys.HANDSHAKE: "Reported y"}}},
+        _content_type="application/strategic-merge-patch+json",
+    )
     (outcome,) = emu.schedule_once()
     assert outcome.scheduled, outcome.node_reasons
     c = emu.counters
@@ -184,8 +209,11 @@ def test_node_lock(server, api):
     assert api.read_node("n1").metadata.annotations[keys.NODE_LOCK] == "2026-08-20T02:05:01Z"
 
     # the plugin releases the lock → observed; the next pod gets it at once
-    api.patch_node("n1", {"metadata": {"annotations": {keys.NODE_LOCK: None}}},
-                   _content_type="application/strategic-merge-patch+json")
+    api.patch_node(
+        "n1",
+        {"metadata": {"annotations": {keys.NODE_LOCK: None}}},
+        _content_type="application/strategic-merge-patch+json",
+    )
     add_pod(api, "c", [gpu("c", number=1, memory=100)])
     assert emu.schedule_once()[0].scheduled
     c = emu.counters
@@ -194,10 +222,14 @@ def test_node_lock(server, api):
 
 def test_lock_update_retries_then_succeeds(server, api):
     add_node(api, annotations={keys.REGISTER: REGISTER}, allocatable=ALLOCATABLE)
-    emu = VolcanoSchedulerEmulator(api, SchedulerConfig(version="v1.15", node_lock_enable=True),
-                                   clock=FakeClock(), lock_retry_interval=0.01)
-    api.patch_node("n1", {"metadata": {"annotations": {keys.HANDSHAKE: "Reported x"}}},
-                   _content_type="application/strategic-merge-patch+json")
+    emu = VolcanoSchedulerEmulator(
+        api, SchedulerConfig(version="v1.15", node_lock_enable=True), clock=FakeClock(), lock_retry_interval=0.01
+    )
+    api.patch_node(
+        "n1",
+        {"metadata": {"annotations": {keys.HANDSHAKE: "Reported x"}}},
+        _content_type="application/strategic-merge-patch+json",
+    )
     server.faults.fail("update", "nodes", status=409, count=3)
     add_pod(api, "a", [gpu("c", number=1)])
     assert emu.schedule_once()[0].scheduled
@@ -240,8 +272,11 @@ def test_background_loop_with_node_watch(server, api):
             time.sleep(0.02)
         # a plugin write arrives through the watch and is answered with a new Requesting_
         before = emu.counters.handshake_requesting
-        api.patch_node("n1", {"metadata": {"annotations": {keys.HANDSHAKE: "Reported z"}}},
-                       _content_type="application/strategic-merge-patch+json")
+        api.patch_node(
+            "n1",
+            {"metadata": {"annotations": {keys.HANDSHAKE: "Reported z"}}},
+            _content_type="application/strategic-merge-patch+json",
+        )
         while emu.counters.handshake_requesting == before:
             assert time.monotonic() < deadline
             time.sleep(0.02)

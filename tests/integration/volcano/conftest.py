@@ -7,6 +7,7 @@ the server through the official client.  The kubelet's admission is driven by
 ``vgpu.sim.kubelet.admission.Admitter``; the node's ``status.allocatable`` is copied from the fake
 kubelet, as the real kubelet's status loop would.  Everything is torn down, also on failure.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -87,7 +88,9 @@ class Cluster:
 def wait_registered(api: ApiServer, timeout: float = 30.0) -> str:
     return api.store.wait_for(
         lambda s: (s.get("nodes", None, NODE)["metadata"].get("annotations") or {}).get(keys.REGISTER),
-        timeout, "the plugin's register annotation")
+        timeout,
+        "the plugin's register annotation",
+    )
 
 
 def _wait_plugins(kubelet: FakeKubelet, plugin: PluginProcess, timeout: float = 30.0) -> None:
@@ -128,9 +131,16 @@ def cluster_factory(tmp_path: pathlib.Path, apiserver: ApiServer, hook_path: pat
     """``make(devices=..., device_config=..., env=..., handshake=...)`` → a running :class:`Cluster`."""
     made: list[tuple[FakeKubelet, PluginProcess, str, k8s.ApiClient]] = []
 
-    def make(devices: list[dict[str, Any]] | None = None, *, device_config: str | None = None,
-             node_config: str | None = None, env: dict[str, str] | None = None, handshake: str = "auto",
-             seed: int | None = 0, wait_register: bool = True) -> Cluster:
+    def make(
+        devices: list[dict[str, Any]] | None = None,
+        *,
+        device_config: str | None = None,
+        node_config: str | None = None,
+        env: dict[str, str] | None = None,
+        handshake: str = "auto",
+        seed: int | None = 0,
+        wait_register: bool = True,
+    ) -> Cluster:
         sock_dir = tempfile.mkdtemp(prefix="vgpu-vo-", dir="/tmp")
         nvml = fakenvml.FakeNvml.create(tmp_path / f"nvml{len(made)}", devices or [a100(0, UUID0), a100(1, UUID1)])
         kubelet = FakeKubelet(sock_dir).start()
@@ -139,8 +149,9 @@ def cluster_factory(tmp_path: pathlib.Path, apiserver: ApiServer, hook_path: pat
         plugin_env.update(env or {})
         work = tmp_path / f"plugin{len(made)}"
         work.mkdir()
-        plugin = PluginProcess(work, sock_dir, nvml, device_config=device_config, node_config=node_config,
-                               env=plugin_env, node_name=NODE)
+        plugin = PluginProcess(
+            work, sock_dir, nvml, device_config=device_config, node_config=node_config, env=plugin_env, node_name=NODE
+        )
         api_client = apiserver.api_client()
         made.append((kubelet, plugin, sock_dir, api_client))
         plugin.start()
@@ -149,8 +160,9 @@ def cluster_factory(tmp_path: pathlib.Path, apiserver: ApiServer, hook_path: pat
         if wait_register:
             wait_registered(apiserver)
         rng = random.Random(seed) if seed is not None else None
-        return Cluster(apiserver, kubelet, plugin, nvml, hook_path, k8s.CoreV1Api(api_client),
-                       Admitter(kubelet, rng=rng))
+        return Cluster(
+            apiserver, kubelet, plugin, nvml, hook_path, k8s.CoreV1Api(api_client), Admitter(kubelet, rng=rng)
+        )
 
     yield make
     for kubelet, plugin, sock_dir, api_client in made:

@@ -7,6 +7,7 @@ kubelet-style admitter.
   something the scheduler does not count), the kubelet refuses the pod itself and never calls the
   plugin; the plugin's Warning Event on that pod names the kubelet-side shortage.
 """
+
 from __future__ import annotations
 
 from vgpu.kube import events as ev
@@ -54,10 +55,12 @@ def test_a12_event_names_the_kubelet_side_shortage_when_a_candidate_waits(cluste
     assert first.admitted, first.error
     assert first.container("c").devices[NUMBER] == [f"{UUID0}-1"]
     # p0's GetPreferredAllocation saw one free ID; p1 waits for one more: the Event is already there.
-    evs = c.store.wait_for(lambda s: [e for e in s.list("events")
-                                      if e.get("reason") == ev.REASON_KUBELET_SHORTAGE], 10, "shortage event")
-    assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["type"]) for e in evs] == \
-        [("Pod", "p1", "Warning")]
+    evs = c.store.wait_for(
+        lambda s: [e for e in s.list("events") if e.get("reason") == ev.REASON_KUBELET_SHORTAGE], 10, "shortage event"
+    )
+    assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["type"]) for e in evs] == [
+        ("Pod", "p1", "Warning")
+    ]
     msg = evs[0]["message"]
     assert f"kubelet-side shortage of {NUMBER} device IDs on node {NODE}" in msg
     assert "once pod default/p0 is admitted the kubelet has 0 free, but this pod still needs 1" in msg

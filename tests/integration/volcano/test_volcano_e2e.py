@@ -1,4 +1,5 @@
 """Done-when of the Volcano-protocol issue, end to end with the real `vgpu plugin` process."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,10 @@ from .conftest import CORES, MEMORY, NODE, NUMBER, UUID0, UUID1, a100
 
 def test_registers_exact_six_field_record_accepted_by_emulator(cluster):
     reg = cluster.node()["metadata"]["annotations"][keys.REGISTER]
-    assert reg == (f"{UUID0},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:"
-                   f"{UUID1},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:")
+    assert reg == (
+        f"{UUID0},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:"
+        f"{UUID1},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:"
+    )
     assert [r.uuid for r in decode_register(reg)] == [UUID0, UUID1]
     for version in ("v1.9", "v1.12", "v1.15", "master"):
         sched = cluster.scheduler(version)
@@ -38,7 +41,9 @@ def test_two_gpus_3000_mib_50_cores_gets_env_mounts_and_success(cluster):
     assert e["NVIDIA_VISIBLE_DEVICES"] == f"{UUID0},{UUID1}"
     assert e["CUDA_DEVICE_MEMORY_LIMIT_0"] == e["CUDA_DEVICE_MEMORY_LIMIT_1"] == "3000m"
     assert e["CUDA_DEVICE_SM_LIMIT"] == e["CUDA_DEVICE_SM_LIMIT_0"] == e["CUDA_DEVICE_SM_LIMIT_1"] == "50"
-    assert e["CUDA_DEVICE_MEMORY_SHARED_CACHE"].startswith("/tmp/vgpu/") and e["CUDA_DEVICE_MEMORY_SHARED_CACHE"].endswith(".cache")
+    assert e["CUDA_DEVICE_MEMORY_SHARED_CACHE"].startswith("/tmp/vgpu/") and e[
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE"
+    ].endswith(".cache")
     hook = str(cluster.hook_path)
     mounts = {m.container_path: (m.host_path, m.read_only) for m in c.mounts}
     assert mounts == {
@@ -70,15 +75,20 @@ def test_a11_memory_is_per_gpu_and_kubelet_deducts_it_once(cluster):
 @pytest.mark.parametrize("version", ["master", "v1.15"])
 def test_worked_example_first_container_without_gpu_and_cuda_disable_control(cluster, version):
     """§6 / A-5: segment k → k-th vGPU container; CUDA_DISABLE_CONTROL=true drops ld.so.preload."""
-    cluster.create_pod(pod_manifest("p", [
-        {"name": "side", "env": {"CUDA_DISABLE_CONTROL": "true"}},
-        {"name": "c1", "limits": {NUMBER: 2, MEMORY: 3000, CORES: 30}},
-        {"name": "c2", "limits": {NUMBER: 1, MEMORY: 2000}, "env": {"CUDA_DISABLE_CONTROL": "true"}}]))
+    cluster.create_pod(
+        pod_manifest(
+            "p",
+            [
+                {"name": "side", "env": {"CUDA_DISABLE_CONTROL": "true"}},
+                {"name": "c1", "limits": {NUMBER: 2, MEMORY: 3000, CORES: 30}},
+                {"name": "c2", "limits": {NUMBER: 1, MEMORY: 2000}, "env": {"CUDA_DISABLE_CONTROL": "true"}},
+            ],
+        )
+    )
     out = cluster.scheduler(version).schedule_once()
     assert [o.node for o in out] == [NODE], out
     ann = cluster.annotations("p")
-    assert ann[keys.VGPU_IDS_NEW] == (f"{UUID1},NVIDIA,3000,30:{UUID0},NVIDIA,3000,30:;"
-                                      f"{UUID1},NVIDIA,2000,0:")
+    assert ann[keys.VGPU_IDS_NEW] == (f"{UUID1},NVIDIA,3000,30:{UUID0},NVIDIA,3000,30:;{UUID1},NVIDIA,2000,0:")
     res = cluster.admit("p")
     assert res.admitted, res.error
     uid, hook = _uid(cluster, "p"), str(cluster.hook_path)
@@ -92,8 +102,11 @@ def test_worked_example_first_container_without_gpu_and_cuda_disable_control(clu
     assert c2.mount("/tmp/vgpu").host_path == f"{hook}/containers/{uid}_c2"
     assert c2.mount("/etc/ld.so.preload") is None and len(c2.mounts) == 3
     # The consumption went container by container (the plugin's own patches, in order).
-    bodies = [json.loads(r.body)["metadata"]["annotations"] for r in cluster.api.requests.requests(
-        verb="patch", resource="pods") if r.user_agent.startswith("vgpu-device-plugin")]
+    bodies = [
+        json.loads(r.body)["metadata"]["annotations"]
+        for r in cluster.api.requests.requests(verb="patch", resource="pods")
+        if r.user_agent.startswith("vgpu-device-plugin")
+    ]
     assert [b[keys.DEVICES_TO_ALLOCATE] for b in bodies] == [f";{UUID1},NVIDIA,2000,0:", ";"]
     assert bodies[-1][keys.BIND_PHASE] == "success" and bodies[-1][keys.VGPU_TIME] == keys.VGPU_TIME_DONE
     assert cluster.annotations("p")[keys.BIND_PHASE] == "success"
@@ -103,9 +116,18 @@ def test_worked_example_first_container_without_gpu_and_cuda_disable_control(clu
 def test_malformed_annotation_grpc_error_failed_event_lock_released_daemon_survives(cluster):
     cluster.store.patch("nodes", None, NODE, {"metadata": {"annotations": {keys.NODE_LOCK: "2026-08-20T02:01:03Z"}}})
     cluster.create_pod(pod_manifest("bad", [{"name": "c", "limits": {NUMBER: 1}}]))
-    cluster.store.bind("default", "bad", NODE, {
-        keys.VGPU_NODE: NODE, keys.VGPU_TIME: "1784884863", keys.BIND_PHASE: "allocating",
-        keys.VGPU_IDS_NEW: f"{UUID0},NVIDIA,notanumber,0:", keys.DEVICES_TO_ALLOCATE: f"{UUID0},NVIDIA,notanumber,0:"})
+    cluster.store.bind(
+        "default",
+        "bad",
+        NODE,
+        {
+            keys.VGPU_NODE: NODE,
+            keys.VGPU_TIME: "1784884863",
+            keys.BIND_PHASE: "allocating",
+            keys.VGPU_IDS_NEW: f"{UUID0},NVIDIA,notanumber,0:",
+            keys.DEVICES_TO_ALLOCATE: f"{UUID0},NVIDIA,notanumber,0:",
+        },
+    )
     res = cluster.admit("bad")
     assert res.error is not None and "UnexpectedAdmissionError" in res.error
     assert "invalid devices-to-allocate" in res.error and "field usedmem: not a uint32" in res.error
@@ -144,8 +166,11 @@ def test_handshake_auto_against_master_writes_once_at_startup(cluster):
         time.sleep(3)
     finally:
         sched.stop()
-    writes = [r for r in cluster.api.requests.requests(verb="patch", resource="nodes")
-              if r.user_agent.startswith("vgpu-device-plugin")]
+    writes = [
+        r
+        for r in cluster.api.requests.requests(verb="patch", resource="nodes")
+        if r.user_agent.startswith("vgpu-device-plugin")
+    ]
     assert len(writes) == 1
     body = json.loads(writes[0].body)["metadata"]["annotations"]
     assert set(body) == {keys.REGISTER, keys.HANDSHAKE} and body[keys.HANDSHAKE].startswith("Reported ")
@@ -168,11 +193,17 @@ def test_r5_register_annotation_deleted_is_back_within_5s_with_one_patch(cluster
     before = len(cluster.api.requests.requests(verb="patch", resource="nodes"))
     t0 = time.monotonic()
     cluster.store.patch("nodes", None, NODE, {"metadata": {"annotations": {keys.REGISTER: None}}})
-    cluster.store.wait_for(lambda s: (s.get("nodes", None, NODE)["metadata"].get("annotations") or {})
-                           .get(keys.REGISTER) == reg, 6, "register re-asserted")
+    cluster.store.wait_for(
+        lambda s: (s.get("nodes", None, NODE)["metadata"].get("annotations") or {}).get(keys.REGISTER) == reg,
+        6,
+        "register re-asserted",
+    )
     assert time.monotonic() - t0 <= 5.5
-    after = [r for r in cluster.api.requests.requests(verb="patch", resource="nodes")[before:]
-             if r.user_agent.startswith("vgpu-device-plugin")]
+    after = [
+        r
+        for r in cluster.api.requests.requests(verb="patch", resource="nodes")[before:]
+        if r.user_agent.startswith("vgpu-device-plugin")
+    ]
     assert len(after) == 1
 
 
@@ -182,8 +213,10 @@ def test_r1_register_decoded_by_every_volcano_version(cluster):
         sched.sync_nodes()
         gpus = sched.core.nodes[NODE].gpus
         assert [(g.id, g.uuid, g.number, g.memory) for g in gpus] == [(0, UUID0, 10, 81920), (1, UUID1, 10, 81920)]
-        assert decode_register_as_volcano(cluster.node()["metadata"]["annotations"][keys.REGISTER],
-                                          min_fields=5 if version in ("v1.9", "v1.10", "v1.11") else 6).devices
+        assert decode_register_as_volcano(
+            cluster.node()["metadata"]["annotations"][keys.REGISTER],
+            min_fields=5 if version in ("v1.9", "v1.10", "v1.11") else 6,
+        ).devices
 
 
 def test_a10_more_gpus_than_the_node_has_stays_pending(cluster_factory):
@@ -209,10 +242,15 @@ def test_unhealthy_gpu_after_scheduling_fails_allocation(cluster):
     reg_before = cluster.node()["metadata"]["annotations"][keys.REGISTER]
     cluster.nvml.add_xid(0, 79)
     # The kubelet sees GPU 0's IDs turn unhealthy; the register annotation follows (health=false).
-    cluster.store.wait_for(lambda s: s.get("nodes", None, NODE)["metadata"]["annotations"][keys.REGISTER]
-                           != reg_before, 10, "register shows the unhealthy GPU")
-    assert f"{UUID0},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,false,hami-core:" in \
-        cluster.node()["metadata"]["annotations"][keys.REGISTER]
+    cluster.store.wait_for(
+        lambda s: s.get("nodes", None, NODE)["metadata"]["annotations"][keys.REGISTER] != reg_before,
+        10,
+        "register shows the unhealthy GPU",
+    )
+    assert (
+        f"{UUID0},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,false,hami-core:"
+        in cluster.node()["metadata"]["annotations"][keys.REGISTER]
+    )
     client = cluster.kubelet.plugin(NUMBER)
     # The kubelet would not offer unhealthy IDs; admit with the IDs the scheduler's GPUs map to anyway.
     ids = [f"{UUID0}-9", f"{UUID1}-9"]
@@ -223,9 +261,19 @@ def test_unhealthy_gpu_after_scheduling_fails_allocation(cluster):
 
 
 # config.md §6: the ClusterRole grants exactly these; the plugin must need nothing else.
-RBAC = {("nodes", "get"), ("nodes", "list"), ("nodes", "watch"), ("nodes", "patch"), ("nodes", "update"),
-        ("pods", "get"), ("pods", "list"), ("pods", "watch"), ("pods", "patch"),
-        ("events", "create"), ("events", "patch")}
+RBAC = {
+    ("nodes", "get"),
+    ("nodes", "list"),
+    ("nodes", "watch"),
+    ("nodes", "patch"),
+    ("nodes", "update"),
+    ("pods", "get"),
+    ("pods", "list"),
+    ("pods", "watch"),
+    ("pods", "patch"),
+    ("events", "create"),
+    ("events", "patch"),
+}
 
 
 def test_plugin_requests_stay_within_the_clusterrole(cluster):
@@ -236,21 +284,27 @@ def test_plugin_requests_stay_within_the_clusterrole(cluster):
     cluster.create_pod(pod_manifest("orphan", [{"name": "c", "limits": {NUMBER: 1}}], scheduler_name="x"))
     cluster.store.bind("default", "orphan", NODE)
     assert not cluster.admit("orphan").admitted  # failure path: events, node lock
-    used = {(r.resource, r.verb) for r in cluster.api.requests.requests()
-            if r.user_agent.startswith("vgpu-device-plugin")}
+    used = {
+        (r.resource, r.verb) for r in cluster.api.requests.requests() if r.user_agent.startswith("vgpu-device-plugin")
+    }
     assert used <= RBAC, used - RBAC
     assert ("pods", "list") in used and ("events", "create") in used
-    lists = [r for r in cluster.api.requests.requests(verb="list", resource="pods")
-             if r.user_agent.startswith("vgpu-device-plugin")]
+    lists = [
+        r
+        for r in cluster.api.requests.requests(verb="list", resource="pods")
+        if r.user_agent.startswith("vgpu-device-plugin")
+    ]
     assert all("spec.nodeName" in r.query for r in lists)  # never a cluster-wide LIST
 
 
 def test_invalid_handshake_mode_is_a_config_error(tmp_path):
     from tests.integration.plugin.conftest import PluginProcess
     from vgpu.sim.nvml import fakenvml
+
     nvml = fakenvml.FakeNvml.create(tmp_path / "hs", [a100(0, UUID0)])
-    p = PluginProcess(tmp_path, str(tmp_path), nvml, env={"VGPU_HANDSHAKE": "sometimes",
-                                                          "KUBECONFIG": str(tmp_path / "none")}).start()
+    p = PluginProcess(
+        tmp_path, str(tmp_path), nvml, env={"VGPU_HANDSHAKE": "sometimes", "KUBECONFIG": str(tmp_path / "none")}
+    ).start()
     try:
         assert p.wait_exit(30) == 2
         assert "--handshake: must be one of auto, on, off (got 'sometimes')" in p.log()
@@ -261,6 +315,7 @@ def test_invalid_handshake_mode_is_a_config_error(tmp_path):
 def test_unreadable_kubeconfig_is_a_config_error(tmp_path):
     from tests.integration.plugin.conftest import PluginProcess
     from vgpu.sim.nvml import fakenvml
+
     nvml = fakenvml.FakeNvml.create(tmp_path / "kc", [a100(0, UUID0)])
     p = PluginProcess(tmp_path, str(tmp_path), nvml, env={"KUBECONFIG": str(tmp_path / "missing.yaml")}).start()
     try:
@@ -280,9 +335,14 @@ def test_handshake_auto_real_process_answers_v115_stamp_after_30s(cluster):
         cluster.store.wait_for(lambda s: NODE in sched.core.nodes, 10, "node usable")
         t_stamp = time.monotonic()
         reply = cluster.store.wait_for(
-            lambda s: [r for r in cluster.api.requests.requests(verb="patch", resource="nodes")
-                       if r.user_agent.startswith("vgpu-device-plugin") and r.monotonic > t_stamp], 45,
-            "the plugin's answer to Requesting_")
+            lambda s: [
+                r
+                for r in cluster.api.requests.requests(verb="patch", resource="nodes")
+                if r.user_agent.startswith("vgpu-device-plugin") and r.monotonic > t_stamp
+            ],
+            45,
+            "the plugin's answer to Requesting_",
+        )
         waited = reply[0].monotonic - t_stamp
         assert 20 <= waited <= 40, waited
         assert json.loads(reply[0].body)["metadata"]["annotations"][keys.HANDSHAKE].startswith("Reported ")

@@ -1,4 +1,5 @@
 """`vgpu inspect node NAME` / `pod NS/NAME` as a real process against the simulated cluster."""
+
 from __future__ import annotations
 
 import json
@@ -13,14 +14,26 @@ from .conftest import CORES, MEMORY, NODE, NUMBER, UUID0, UUID1
 
 def inspect(cluster, tmp_path, *args: str) -> subprocess.CompletedProcess:
     kubeconfig = cluster.api.kubeconfig(tmp_path / "inspect-kubeconfig")
-    return subprocess.run([sys.executable, "-m", "vgpu", "inspect", "--kubeconfig", str(kubeconfig), *args],
-                          capture_output=True, text=True, timeout=60, env=subprocess_env({}))
+    return subprocess.run(
+        [sys.executable, "-m", "vgpu", "inspect", "--kubeconfig", str(kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=subprocess_env({}),
+    )
 
 
 def test_inspect_live_node_and_pod(cluster, tmp_path):
-    cluster.create_pod(pod_manifest("p", [{"name": "side"},
-                                          {"name": "c1", "limits": {NUMBER: 2, MEMORY: 3000, CORES: 30}},
-                                          {"name": "c2", "limits": {NUMBER: 1, MEMORY: 2000}}]))
+    cluster.create_pod(
+        pod_manifest(
+            "p",
+            [
+                {"name": "side"},
+                {"name": "c1", "limits": {NUMBER: 2, MEMORY: 3000, CORES: 30}},
+                {"name": "c2", "limits": {NUMBER: 1, MEMORY: 2000}},
+            ],
+        )
+    )
     cluster.scheduler("master").schedule_once()
     before = inspect(cluster, tmp_path, "pod", "default/p")
     assert before.returncode == 0, before.stderr
@@ -38,7 +51,9 @@ def test_inspect_live_node_and_pod(cluster, tmp_path):
     rep = json.loads(pod.stdout)
     assert rep["bind_phase"] == "success" and rep["vgpu_time"] == "18446744073709551615"
     assert [(c["container"], c["served"], len(c["devices"])) for c in rep["containers"]] == [
-        ("c1", True, 2), ("c2", True, 1)]
+        ("c1", True, 2),
+        ("c2", True, 1),
+    ]
 
 
 def test_inspect_missing_objects_exit_1(cluster, tmp_path):

@@ -12,6 +12,7 @@ vgpu-number call, upstream takes the pod with the oldest ``vgpu-time`` on the no
 device count to equal the request (PR #94).  Upstream also names the container by the segment
 index in ``spec.containers``.
 """
+
 from __future__ import annotations
 
 import random
@@ -39,8 +40,9 @@ def upstream_pick(pods: list[dict[str, Any]], n: int, with_count: bool) -> dict[
                 continue
             if total != n:
                 continue
-        if best is None or vgpu_time_sort_key(ann.get(keys.VGPU_TIME)) < \
-                vgpu_time_sort_key(best["metadata"]["annotations"].get(keys.VGPU_TIME)):
+        if best is None or vgpu_time_sort_key(ann.get(keys.VGPU_TIME)) < vgpu_time_sort_key(
+            best["metadata"]["annotations"].get(keys.VGPU_TIME)
+        ):
             best = p
     return best
 
@@ -67,11 +69,19 @@ def random_pod(rng: random.Random, name: str, first_count: int) -> dict[str, Any
     ctrs: list[dict[str, Any]] = []
     if rng.random() < 0.3:
         ctrs.append({"name": "side", "env": {"CUDA_DISABLE_CONTROL": "true"}})
-    ctrs.append({"name": "g0", "limits": {NUMBER: first_count, MEMORY: rng.choice([1000, 2000, 4000]),
-                                          CORES: rng.choice([0, 5, 10])}})
+    ctrs.append(
+        {
+            "name": "g0",
+            "limits": {NUMBER: first_count, MEMORY: rng.choice([1000, 2000, 4000]), CORES: rng.choice([0, 5, 10])},
+        }
+    )
     if rng.random() < 0.4:
-        ctrs.append({"name": "g1", "limits": {NUMBER: rng.randint(1, 2), MEMORY: rng.choice([1000, 3000]),
-                                              CORES: rng.choice([0, 5])}})
+        ctrs.append(
+            {
+                "name": "g1",
+                "limits": {NUMBER: rng.randint(1, 2), MEMORY: rng.choice([1000, 3000]), CORES: rng.choice([0, 5])},
+            }
+        )
     return pod_manifest(name, ctrs)
 
 
@@ -140,10 +150,12 @@ def test_100_randomized_trials_all_matched_and_upstream_rule_compared(cluster_fa
             c.store.delete("pods", "default", name)
             c.admitter.release(f"default/{name}")
     o, m = calls["oldest"], calls["main"]
-    report = (f"randomized trials: ours {score['ours']}/{TRIALS}; upstream oldest-pod {score['oldest']}/{TRIALS} "
-              f"trials ({o[0]}/{o[2]} vgpu-number calls right, {o[1]}/{o[2]} right pod); upstream main "
-              f"(oldest + total count) {score['main']}/{TRIALS} trials ({m[0]}/{m[2]} calls right, "
-              f"{m[1]}/{m[2]} right pod)")
+    report = (
+        f"randomized trials: ours {score['ours']}/{TRIALS}; upstream oldest-pod {score['oldest']}/{TRIALS} "
+        f"trials ({o[0]}/{o[2]} vgpu-number calls right, {o[1]}/{o[2]} right pod); upstream main "
+        f"(oldest + total count) {score['main']}/{TRIALS} trials ({m[0]}/{m[2]} calls right, "
+        f"{m[1]}/{m[2]} right pod)"
+    )
     print(report)
     assert score["ours"] == TRIALS
     assert score["oldest"] < TRIALS  # the race this design removes is real in these trials

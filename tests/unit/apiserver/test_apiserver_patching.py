@@ -1,4 +1,5 @@
 """The three PATCH flavours: RFC 7386 merge, RFC 6902 JSON patch and strategic merge."""
+
 from __future__ import annotations
 
 import copy
@@ -10,18 +11,21 @@ from vgpu.sim.apiserver.patching import PatchError, json_patch, merge_patch, par
 # ---------------------------------------------------------------- RFC 7386
 
 
-@pytest.mark.parametrize("target, patch, expected", [
-    ({"a": "b"}, {"a": "c"}, {"a": "c"}),
-    ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
-    ({"a": "b"}, {"a": None}, {}),
-    ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
-    ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
-    ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
-    ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
-    ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
-    ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
-    ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
-])
+@pytest.mark.parametrize(
+    "target, patch, expected",
+    [
+        ({"a": "b"}, {"a": "c"}, {"a": "c"}),
+        ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
+        ({"a": "b"}, {"a": None}, {}),
+        ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
+        ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
+        ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
+        ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
+        ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
+        ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
+        ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
+    ],
+)
 def test_merge_patch_follows_rfc7386(target, patch, expected):
     before = copy.deepcopy(target)
     assert merge_patch(target, patch) == expected
@@ -45,24 +49,29 @@ def test_json_patch_operations():
         {"op": "add", "path": "/spec/list/1", "value": 9},
     ]
     out = json_patch(DOC, ops)
-    assert out == {"metadata": {"annotations": {"a/b": "3", "x/y": "2"}},
-                   "spec": {"list": [2, 9, 3, 4], "moved": [2, 3, 4]}}
+    assert out == {
+        "metadata": {"annotations": {"a/b": "3", "x/y": "2"}},
+        "spec": {"list": [2, 9, 3, 4], "moved": [2, 3, 4]},
+    }
     assert DOC["spec"]["list"] == [1, 2, 3]
 
 
-@pytest.mark.parametrize("ops, status, fragment", [
-    ([{"op": "test", "path": "/spec/list/0", "value": 7}], 422, "test failed"),
-    ([{"op": "test", "path": "/spec/list/0", "value": True}], 422, "test failed"),
-    ([{"op": "remove", "path": "/metadata/labels"}], 422, "nonexistent key"),
-    ([{"op": "replace", "path": "/nope/x", "value": 1}], 422, "missing path"),
-    ([{"op": "add", "path": "/spec/list/9", "value": 1}], 422, "out of bounds"),
-    ([{"op": "add", "path": "/spec/list/01", "value": 1}], 422, "invalid array index"),
-    ([{"op": "jump", "path": "/spec"}], 400, "unexpected kind"),
-    ([{"op": "add", "value": 1}], 400, "missing 'path'"),
-    ([{"op": "add", "path": "/x"}], 400, "missing 'value'"),
-    ([{"op": "add", "path": "x", "value": 1}], 400, "must start with '/'"),
-    (["add"], 400, "must be an object"),
-])
+@pytest.mark.parametrize(
+    "ops, status, fragment",
+    [
+        ([{"op": "test", "path": "/spec/list/0", "value": 7}], 422, "test failed"),
+        ([{"op": "test", "path": "/spec/list/0", "value": True}], 422, "test failed"),
+        ([{"op": "remove", "path": "/metadata/labels"}], 422, "nonexistent key"),
+        ([{"op": "replace", "path": "/nope/x", "value": 1}], 422, "missing path"),
+        ([{"op": "add", "path": "/spec/list/9", "value": 1}], 422, "out of bounds"),
+        ([{"op": "add", "path": "/spec/list/01", "value": 1}], 422, "invalid array index"),
+        ([{"op": "jump", "path": "/spec"}], 400, "unexpected kind"),
+        ([{"op": "add", "value": 1}], 400, "missing 'path'"),
+        ([{"op": "add", "path": "/x"}], 400, "missing 'value'"),
+        ([{"op": "add", "path": "x", "value": 1}], 400, "must start with '/'"),
+        (["add"], 400, "must be an object"),
+    ],
+)
 def test_json_patch_errors(ops, status, fragment):
     with pytest.raises(PatchError, match=fragment) as err:
         json_patch(DOC, ops)
@@ -95,8 +104,10 @@ POD = {
 NODE = {
     "kind": "Node",
     "metadata": {"name": "n", "labels": {"a": "1"}},
-    "status": {"capacity": {"cpu": "8", "volcano.sh/vgpu-number": "10"},
-               "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]},
+    "status": {
+        "capacity": {"cpu": "8", "volcano.sh/vgpu-number": "10"},
+        "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+    },
 }
 
 
@@ -114,9 +125,18 @@ def test_maps_merge_and_null_deletes():
 
 
 def test_containers_merge_by_name_recursively():
-    out = smp(POD, {"spec": {"containers": [{"name": "c1", "image": "i1b"},
-                                            {"name": "c0", "env": [{"name": "B", "value": "x"}]},
-                                            {"name": "c2", "image": "i2"}]}})
+    out = smp(
+        POD,
+        {
+            "spec": {
+                "containers": [
+                    {"name": "c1", "image": "i1b"},
+                    {"name": "c0", "env": [{"name": "B", "value": "x"}]},
+                    {"name": "c2", "image": "i2"},
+                ]
+            }
+        },
+    )
     names = [c["name"] for c in out["spec"]["containers"]]
     assert names == ["c0", "c1", "c2"]
     assert out["spec"]["containers"][1]["image"] == "i1b"
@@ -131,8 +151,10 @@ def test_delete_directive_removes_a_list_element():
 
 def test_conditions_merge_by_type():
     out = smp(POD, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
-    assert out["status"]["conditions"] == [{"type": "Ready", "status": "True"},
-                                           {"type": "PodScheduled", "status": "True"}]
+    assert out["status"]["conditions"] == [
+        {"type": "Ready", "status": "True"},
+        {"type": "PodScheduled", "status": "True"},
+    ]
 
 
 def test_list_without_strategy_is_replaced():
@@ -165,11 +187,20 @@ def test_retain_keys_and_set_element_order():
 
 
 def test_node_status_maps_and_addresses():
-    out = smp(NODE, {"status": {"capacity": {"volcano.sh/vgpu-number": "20", "cpu": None},
-                                "addresses": [{"type": "Hostname", "address": "n"}]}})
+    out = smp(
+        NODE,
+        {
+            "status": {
+                "capacity": {"volcano.sh/vgpu-number": "20", "cpu": None},
+                "addresses": [{"type": "Hostname", "address": "n"}],
+            }
+        },
+    )
     assert out["status"]["capacity"] == {"volcano.sh/vgpu-number": "20"}
-    assert out["status"]["addresses"] == [{"type": "InternalIP", "address": "10.0.0.1"},
-                                          {"type": "Hostname", "address": "n"}]
+    assert out["status"]["addresses"] == [
+        {"type": "InternalIP", "address": "10.0.0.1"},
+        {"type": "Hostname", "address": "n"},
+    ]
 
 
 def test_missing_merge_key_is_unprocessable():
@@ -180,5 +211,8 @@ def test_missing_merge_key_is_unprocessable():
 
 def test_unknown_kind_merges_maps_and_replaces_lists():
     cm = {"kind": "ConfigMap", "data": {"a": "1"}, "list": [1, 2]}
-    assert smp(cm, {"data": {"b": "2"}, "list": [3]}) == {"kind": "ConfigMap", "data": {"a": "1", "b": "2"},
-                                                          "list": [3]}
+    assert smp(cm, {"data": {"b": "2"}, "list": [3]}) == {
+        "kind": "ConfigMap",
+        "data": {"a": "1", "b": "2"},
+        "list": [3],
+    }

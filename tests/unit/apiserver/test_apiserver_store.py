@@ -1,4 +1,5 @@
 """Store semantics: versions, conflicts, subresources, binding, watch fan-out and history."""
+
 from __future__ import annotations
 
 import threading
@@ -12,8 +13,10 @@ from vgpu.sim.apiserver.store import Store, compile_selectors
 
 
 def pod(name: str, ns: str = "default", **meta) -> dict:
-    return {"metadata": {"name": name, "namespace": ns, **meta},
-            "spec": {"containers": [{"name": "main", "image": "img:1"}]}}
+    return {
+        "metadata": {"name": name, "namespace": ns, **meta},
+        "spec": {"containers": [{"name": "main", "image": "img:1"}]},
+    }
 
 
 def error_of(fn, *args, **kwargs) -> ApiError:
@@ -68,8 +71,10 @@ def test_generate_name_and_limits_default_requests(store):
     p["spec"]["containers"][0]["resources"] = {"limits": {"volcano.sh/vgpu-number": 2}}
     out = store.create("pods", p)
     assert out["metadata"]["name"].startswith("job-") and len(out["metadata"]["name"]) == 9
-    assert out["spec"]["containers"][0]["resources"] == {"limits": {"volcano.sh/vgpu-number": "2"},
-                                                         "requests": {"volcano.sh/vgpu-number": "2"}}
+    assert out["spec"]["containers"][0]["resources"] == {
+        "limits": {"volcano.sh/vgpu-number": "2"},
+        "requests": {"volcano.sh/vgpu-number": "2"},
+    }
 
 
 def test_stale_update_conflicts_and_unconditional_update_wins(store):
@@ -78,16 +83,19 @@ def test_stale_update_conflicts_and_unconditional_update_wins(store):
     n["metadata"]["labels"] = {"b": "2"}
     err = error_of(store.update, "nodes", n)
     assert (err.code, err.reason) == (409, "Conflict")
-    assert err.message == ('Operation cannot be fulfilled on nodes "n1": the object has been modified; please '
-                           "apply your changes to the latest version and try again")
+    assert err.message == (
+        'Operation cannot be fulfilled on nodes "n1": the object has been modified; please '
+        "apply your changes to the latest version and try again"
+    )
     n["metadata"]["resourceVersion"] = ""
     assert store.update("nodes", n)["metadata"]["labels"] == {"b": "2"}
 
 
 def test_patch_with_resource_version_is_a_precondition(store):
     store.create("nodes", {"metadata": {"name": "n1"}})
-    err = error_of(store.patch, "nodes", None, "n1", {"metadata": {"resourceVersion": "1", "labels": {"a": "b"}}},
-                   "merge")
+    err = error_of(
+        store.patch, "nodes", None, "n1", {"metadata": {"resourceVersion": "1", "labels": {"a": "b"}}}, "merge"
+    )
     assert err.code == 409
 
 
@@ -100,13 +108,18 @@ def test_noop_patch_does_not_write(store):
 
 
 def test_status_subresource_split(store):
-    store.create("nodes", {"metadata": {"name": "n1"}, "spec": {"podCIDR": "10.0.0.0/24"},
-                           "status": {"capacity": {"cpu": "4"}}})
+    store.create(
+        "nodes", {"metadata": {"name": "n1"}, "spec": {"podCIDR": "10.0.0.0/24"}, "status": {"capacity": {"cpu": "4"}}}
+    )
     out = store.patch("nodes", None, "n1", {"spec": {"unschedulable": True}, "status": {"capacity": {"cpu": "8"}}})
     assert out["spec"]["unschedulable"] is True and out["status"]["capacity"] == {"cpu": "4"}
-    out = store.patch("nodes", None, "n1", {"spec": {"unschedulable": False},
-                                            "status": {"allocatable": {"volcano.sh/vgpu-number": 10}}},
-                      subresource="status")
+    out = store.patch(
+        "nodes",
+        None,
+        "n1",
+        {"spec": {"unschedulable": False}, "status": {"allocatable": {"volcano.sh/vgpu-number": 10}}},
+        subresource="status",
+    )
     assert out["spec"]["unschedulable"] is True
     assert out["status"]["allocatable"] == {"volcano.sh/vgpu-number": "10"}
 
@@ -124,8 +137,11 @@ def test_binding_sets_node_and_copies_annotations(store):
     store.create("pods", pod("a", annotations={"keep": "1", "over": "old"}))
     out = store.bind("default", "a", "n1", {"over": "new", "volcano.sh/vgpu-ids-new": "GPU-1,NVIDIA,3000,50:"})
     assert out["spec"]["nodeName"] == "n1"
-    assert out["metadata"]["annotations"] == {"keep": "1", "over": "new",
-                                              "volcano.sh/vgpu-ids-new": "GPU-1,NVIDIA,3000,50:"}
+    assert out["metadata"]["annotations"] == {
+        "keep": "1",
+        "over": "new",
+        "volcano.sh/vgpu-ids-new": "GPU-1,NVIDIA,3000,50:",
+    }
     assert {"type": "PodScheduled", "status": "True"}.items() <= out["status"]["conditions"][0].items()
     err = error_of(store.bind, "default", "a", "n2")
     assert err.code == 409 and 'already assigned to node "n1"' in err.message
@@ -217,8 +233,9 @@ def test_bookmark_only_when_the_watcher_is_drained(store):
 
 
 def test_finalizers_defer_deletion(store):
-    store.create("configmaps", {"metadata": {"name": "c", "namespace": "default", "finalizers": ["x/y"]},
-                                "data": {"a": "1"}})
+    store.create(
+        "configmaps", {"metadata": {"name": "c", "namespace": "default", "finalizers": ["x/y"]}, "data": {"a": "1"}}
+    )
     last = store.delete("configmaps", "default", "c")
     assert last["metadata"]["deletionTimestamp"]
     assert store.try_get("configmaps", "default", "c") is not None
@@ -250,6 +267,7 @@ def test_delete_preconditions_and_namespace_cascade(store):
 def test_wait_for_wakes_on_commit(store):
     def later():
         store.create("pods", pod("late"))
+
     t = threading.Timer(0.05, later)
     t.start()
     try:
@@ -262,10 +280,19 @@ def test_wait_for_wakes_on_commit(store):
 
 
 def test_events_v1_round_trip():
-    v1 = {"kind": "Event", "apiVersion": "events.k8s.io/v1", "metadata": {"name": "e"},
-          "regarding": {"kind": "Pod", "name": "p"}, "note": "boom", "reason": "Failed", "type": "Warning",
-          "reportingController": "vgpu", "reportingInstance": "n1", "action": "Allocate",
-          "eventTime": "2026-01-01T00:00:00.000000Z"}
+    v1 = {
+        "kind": "Event",
+        "apiVersion": "events.k8s.io/v1",
+        "metadata": {"name": "e"},
+        "regarding": {"kind": "Pod", "name": "p"},
+        "note": "boom",
+        "reason": "Failed",
+        "type": "Warning",
+        "reportingController": "vgpu",
+        "reportingInstance": "n1",
+        "action": "Allocate",
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+    }
     core = to_core(v1)
     assert core["involvedObject"] == {"kind": "Pod", "name": "p"} and core["message"] == "boom"
     assert from_core(core) == v1

@@ -1,4 +1,5 @@
 """The gates file, the summary table and the docs/performance.md block (benchmarks/gates.py, benchmarks/summary.py)."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ def _write(tmp_path, text: str) -> pathlib.Path:
     return p
 
 
-GOOD = '''
+GOOD = """
 [[gate]]
 id = "a.ratio"
 kind = "ratio"
@@ -30,7 +31,7 @@ kind = "max"
 max = 120
 unit = "MB"
 measures = "resident memory"
-'''
+"""
 
 
 def test_the_project_gates_file_is_valid_and_covers_the_issue_targets():
@@ -50,20 +51,23 @@ def test_good_file_parses_and_gates_evaluate_both_ways(tmp_path):
     assert (ratio.threshold_text, mem.threshold_text) == ("≥ 5×", "≤ 120 MB")
 
 
-@pytest.mark.parametrize("text, words", [
-    ("[[gate]]\nkind = 'ratio'\nmin = 1\nmeasures = 'x'\n", "'id'"),
-    (GOOD + "\n[[gate]]\nid = 'a.ratio'\nkind = 'ratio'\nmin = 1\nmeasures = 'x'\n", "duplicate id"),
-    ("[[gate]]\nid = 'x'\nkind = 'fastest'\nmin = 1\nmeasures = 'x'\n", "'kind'"),
-    ("[[gate]]\nid = 'x'\nkind = 'ratio'\nmin = 0\nmeasures = 'x'\n", "positive number 'min'"),
-    ("[[gate]]\nid = 'x'\nkind = 'ratio'\nmin = true\nmeasures = 'x'\n", "positive number 'min'"),
-    ("[[gate]]\nid = 'x'\nkind = 'ratio'\nmax = 3\nmeasures = 'x'\n", "positive number 'min'"),
-    ("[[gate]]\nid = 'x'\nkind = 'max'\nmax = 3\nmeasures = 'x'\n", "'unit'"),
-    ("[[gate]]\nid = 'x'\nkind = 'ratio'\nmin = 3\n", "'measures'"),
-    ("[[gate]]\nid = 'x'\nkind = 'ratio'\nmin = 3\nmeasures = 'x'\nminimum = 4\n", "unknown key"),
-    ("[thresholds]\nx = 1\n", "unknown top-level"),
-    ("", "no [[gate]]"),
-    ("[[gate]\n", "gates.toml"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("[[gate]]\nkind = 'ratio'\nmin = 1\nmeasures = 'x'\n", "'id'"),
+        (GOOD + "\n[[gate]]\nid = 'a.ratio'\nkind = 'ratio'\nmin = 1\nmeasures = 'x'\n", "duplicate id"),
+        ("[[gate]]\nid = 'x'\nkind = 'fastest'\nmin = 1\nmeasures = 'x'\n", "'kind'"),
+        ("[[gate]]\nid = 'x'\nkind = 'ratio'\nmin = 0\nmeasures = 'x'\n", "positive number 'min'"),
+        ("[[gate]]\nid = 'x'\nkind = 'ratio'\nmin = true\nmeasures = 'x'\n", "positive number 'min'"),
+        ("[[gate]]\nid = 'x'\nkind = 'ratio'\nmax = 3\nmeasures = 'x'\n", "positive number 'min'"),
+        ("[[gate]]\nid = 'x'\nkind = 'max'\nmax = 3\nmeasures = 'x'\n", "'unit'"),
+        ("[[gate]]\nid = 'x'\nkind = 'ratio'\nmin = 3\n", "'measures'"),
+        ("[[gate]]\nid = 'x'\nkind = 'ratio'\nmin = 3\nmeasures = 'x'\nminimum = 4\n", "unknown key"),
+        ("[thresholds]\nx = 1\n", "unknown top-level"),
+        ("", "no [[gate]]"),
+        ("[[gate]\n", "gates.toml"),
+    ],
+)
 def test_malformed_file_is_a_clear_error(tmp_path, text, words):
     path = _write(tmp_path, text)
     with pytest.raises(GateFileError) as info:
@@ -73,17 +77,34 @@ def test_malformed_file_is_a_clear_error(tmp_path, text, words):
 
 def _result(gid: str, value: float, passed: bool, **kw) -> dict:
     kind = kw.pop("kind", "ratio")
-    base = GateResult(gid, kind, f"measures {gid}", kw.pop("threshold", 5.0), kw.pop("unit", "x"), value, passed,
-                      kw.pop("ours", 1e-3), kw.pop("base", 9e-3), f"benchmarks/test_x.py::test_{gid}", False,
-                      kw.pop("declared", True))
+    base = GateResult(
+        gid,
+        kind,
+        f"measures {gid}",
+        kw.pop("threshold", 5.0),
+        kw.pop("unit", "x"),
+        value,
+        passed,
+        kw.pop("ours", 1e-3),
+        kw.pop("base", 9e-3),
+        f"benchmarks/test_x.py::test_{gid}",
+        False,
+        kw.pop("declared", True),
+    )
     return base.as_dict()
 
 
 def test_summary_lists_every_result_in_file_order_and_fails_on_a_failed_gate(tmp_path):
     gates = load_gates(_write(tmp_path, GOOD))
-    data = {"gates": [_result("b.mem", 130.0, False, kind="max", threshold=120.0, unit="MB", ours=None, base=None),
-                      _result("a.ratio", 9.0, True)], "vgpu_bench": {"quick": False},
-            "machine_info": {"cpu": {"brand_raw": "Test CPU", "count": 2}}, "datetime": "T"}
+    data = {
+        "gates": [
+            _result("b.mem", 130.0, False, kind="max", threshold=120.0, unit="MB", ours=None, base=None),
+            _result("a.ratio", 9.0, True),
+        ],
+        "vgpu_bench": {"quick": False},
+        "machine_info": {"cpu": {"brand_raw": "Test CPU", "count": 2}},
+        "datetime": "T",
+    }
     s = summary.render(data, gates)
     rows = [line for line in s.markdown.splitlines() if line.startswith("| `")]
     assert [r.split("`")[1] for r in rows] == ["a.ratio", "b.mem"]
@@ -95,8 +116,10 @@ def test_summary_lists_every_result_in_file_order_and_fails_on_a_failed_gate(tmp
 
 def test_require_all_flags_missing_and_undeclared_gates(tmp_path):
     gates = load_gates(_write(tmp_path, GOOD))
-    data = {"gates": [_result("a.ratio", 9.0, True), _result("undeclared:test_y", 9.0, True, declared=False)],
-            "vgpu_bench": {"quick": True}}
+    data = {
+        "gates": [_result("a.ratio", 9.0, True), _result("undeclared:test_y", 9.0, True, declared=False)],
+        "vgpu_bench": {"quick": True},
+    }
     assert summary.render(data, gates).ok
     s = summary.render(data, gates, require_all=True)
     assert len(s.problems) == 2
@@ -128,4 +151,3 @@ def test_summary_cli_and_page_cli(tmp_path, capsys):
     assert "| full |" in page.read_text()
     assert summary.main(["--page", str(page), str(tmp_path / "missing.md")]) == 1
     assert "missing.md" in capsys.readouterr().err
-

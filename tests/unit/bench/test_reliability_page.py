@@ -1,4 +1,5 @@
 """docs/reliability.md: its table is the generated block that ``make reliability-readme`` rewrites."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,17 @@ def test_the_page_has_one_generated_block():
 
 def test_rewrite_replaces_only_the_block(tmp_path, capsys):
     results = tmp_path / "results.json"
-    results.write_text(json.dumps({"updated": "2026-01-01T00:00:00Z", "rows": {
-        "b": {"fault": "second", "behaviour": "b | c", "recovery_s": None, "bound_s": None, "order": 2},
-        "a": {"fault": "first", "behaviour": "ok", "recovery_s": 0.25, "bound_s": 2, "order": 1}}}))
+    results.write_text(
+        json.dumps(
+            {
+                "updated": "2026-01-01T00:00:00Z",
+                "rows": {
+                    "b": {"fault": "second", "behaviour": "b | c", "recovery_s": None, "bound_s": None, "order": 2},
+                    "a": {"fault": "first", "behaviour": "ok", "recovery_s": 0.25, "bound_s": 2, "order": 1},
+                },
+            }
+        )
+    )
     page = tmp_path / "reliability.md"
     page.write_text(f"# R\n\nintro\n\n{readme.BEGIN}\nold\n{readme.END}\n\nafter\n")
     assert readme.main([str(page), str(results)]) == 0

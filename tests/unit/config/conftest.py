@@ -1,4 +1,5 @@
 """Helpers for the config tests: write a config file the way a ConfigMap mount would."""
+
 from __future__ import annotations
 
 import pathlib

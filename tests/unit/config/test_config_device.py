@@ -1,4 +1,5 @@
 """`device-config.yaml`: valid files, defaults, every validation rule, warnings (config.md §2)."""
+
 from __future__ import annotations
 
 import socket
@@ -51,6 +52,7 @@ def nvidia(body: str) -> str:
 
 
 # -- valid files -----------------------------------------------------------------------------
+
 
 def test_full_file_sets_every_key(write_file):
     path = write_file(FULL)
@@ -264,8 +266,16 @@ INVALID_GEOMETRIES = [
     (GEOMETRY.replace("[A30]", "[]"), "nvidia.knownMigGeometries[0].models", "must not be empty (got [])"),
     (GEOMETRY.replace("[A30]", "A30"), "nvidia.knownMigGeometries[0].models", 'must be a list (got "A30")'),
     (GEOMETRY.replace("[A30]", '[A30, ""]'), "nvidia.knownMigGeometries[0].models[1]", 'must not be empty (got "")'),
-    (GEOMETRY.replace("[A30]", "[1080]"), "nvidia.knownMigGeometries[0].models[0]", "must be a string (quote it) (got 1080)"),
-    ("knownMigGeometries: [{models: [A30]}]", "nvidia.knownMigGeometries[0].allowedGeometries", "required key is missing"),
+    (
+        GEOMETRY.replace("[A30]", "[1080]"),
+        "nvidia.knownMigGeometries[0].models[0]",
+        "must be a string (quote it) (got 1080)",
+    ),
+    (
+        "knownMigGeometries: [{models: [A30]}]",
+        "nvidia.knownMigGeometries[0].allowedGeometries",
+        "required key is missing",
+    ),
     (
         "knownMigGeometries: [{models: [A30], allowedGeometries: []}]",
         "nvidia.knownMigGeometries[0].allowedGeometries",
@@ -276,23 +286,76 @@ INVALID_GEOMETRIES = [
         "nvidia.knownMigGeometries[0].allowedGeometries[0]",
         "the older bare-list format is not supported",
     ),
-    (GEOMETRY.replace("group: group1", 'group: ""'), "nvidia.knownMigGeometries[0].allowedGeometries[0].group", 'must not be empty (got "")'),
-    (GEOMETRY.replace("group: group1", "group: 7"), "nvidia.knownMigGeometries[0].allowedGeometries[0].group", "must be a string"),
-    (GEOMETRY.replace("group: group1", "groupname: g"), "nvidia.knownMigGeometries[0].allowedGeometries[0].group", "required key is missing"),
-    (GEOMETRY.replace("    geometries:\n    - {name: 1g.6gb, memory: 6144, count: 4}\n", "    geometries: []\n"),
-     "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries", "must not be empty"),
-    (GEOMETRY.replace("1g.6gb", "1g.6GB"), "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].name",
-     'must be a MIG profile name like 1g.10gb or 1g.10gb+me (got "1g.6GB")'),
-    (GEOMETRY.replace("1g.6gb", "1g6gb"), "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].name", "must be a MIG profile name"),
-    (GEOMETRY.replace("1g.6gb", "1g.6gb+mx"), "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].name", "must be a MIG profile name"),
-    (GEOMETRY.replace("name: 1g.6gb, ", ""), "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].name", "required key is missing"),
-    (GEOMETRY.replace("memory: 6144", "memory: 0"), "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].memory", "must be >= 1 (got 0)"),
-    (GEOMETRY.replace("memory: 6144", 'memory: "6144"'), "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].memory", 'must be an integer (got "6144")'),
-    (GEOMETRY.replace("memory: 6144, ", ""), "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].memory", "required key is missing"),
-    (GEOMETRY.replace("count: 4", "count: 0"), "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].count", "must be >= 1 (got 0)"),
-    (GEOMETRY.replace("count: 4", "count: true"), "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].count", "must be an integer (got true)"),
-    (GEOMETRY.replace("- {name: 1g.6gb, memory: 6144, count: 4}", "- 1g.6gb"),
-     "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0]", 'must be a mapping (got "1g.6gb")'),
+    (
+        GEOMETRY.replace("group: group1", 'group: ""'),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].group",
+        'must not be empty (got "")',
+    ),
+    (
+        GEOMETRY.replace("group: group1", "group: 7"),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].group",
+        "must be a string",
+    ),
+    (
+        GEOMETRY.replace("group: group1", "groupname: g"),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].group",
+        "required key is missing",
+    ),
+    (
+        GEOMETRY.replace("    geometries:\n    - {name: 1g.6gb, memory: 6144, count: 4}\n", "    geometries: []\n"),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries",
+        "must not be empty",
+    ),
+    (
+        GEOMETRY.replace("1g.6gb", "1g.6GB"),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].name",
+        'must be a MIG profile name like 1g.10gb or 1g.10gb+me (got "1g.6GB")',
+    ),
+    (
+        GEOMETRY.replace("1g.6gb", "1g6gb"),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].name",
+        "must be a MIG profile name",
+    ),
+    (
+        GEOMETRY.replace("1g.6gb", "1g.6gb+mx"),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].name",
+        "must be a MIG profile name",
+    ),
+    (
+        GEOMETRY.replace("name: 1g.6gb, ", ""),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].name",
+        "required key is missing",
+    ),
+    (
+        GEOMETRY.replace("memory: 6144", "memory: 0"),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].memory",
+        "must be >= 1 (got 0)",
+    ),
+    (
+        GEOMETRY.replace("memory: 6144", 'memory: "6144"'),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].memory",
+        'must be an integer (got "6144")',
+    ),
+    (
+        GEOMETRY.replace("memory: 6144, ", ""),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].memory",
+        "required key is missing",
+    ),
+    (
+        GEOMETRY.replace("count: 4", "count: 0"),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].count",
+        "must be >= 1 (got 0)",
+    ),
+    (
+        GEOMETRY.replace("count: 4", "count: true"),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0].count",
+        "must be an integer (got true)",
+    ),
+    (
+        GEOMETRY.replace("- {name: 1g.6gb, memory: 6144, count: 4}", "- 1g.6gb"),
+        "nvidia.knownMigGeometries[0].allowedGeometries[0].geometries[0]",
+        'must be a mapping (got "1g.6gb")',
+    ),
     (
         GEOMETRY + "  - group: group1\n    geometries: [{name: 4g.24gb, memory: 24576, count: 1}]\n",
         "nvidia.knownMigGeometries[0].allowedGeometries[1].group",
@@ -328,7 +391,10 @@ def test_exact_message_for_a_boolean_split_count(write_file):
     path = write_file(nvidia("deviceSplitCount: true\n"))
     with pytest.raises(ConfigError) as info:
         load_device_config(path)
-    assert str(info.value) == f"vgpu: invalid configuration in {path}: nvidia.deviceSplitCount: must be an integer (got true)"
+    assert (
+        str(info.value)
+        == f"vgpu: invalid configuration in {path}: nvidia.deviceSplitCount: must be an integer (got true)"
+    )
 
 
 def test_exact_message_for_a_missing_nvidia_root(write_file):
@@ -342,6 +408,7 @@ def test_exact_message_for_a_missing_nvidia_root(write_file):
 
 
 # -- structurally invalid files ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("text", "key", "reason"),
@@ -410,6 +477,7 @@ def test_an_unreadable_file_is_an_error_not_defaults(tmp_path):
 
 
 # -- warnings -------------------------------------------------------------------------------
+
 
 def test_unknown_key_differing_in_case_warns_and_is_not_applied(write_file):
     path = write_file(nvidia("DeviceSplitCount: 3\n"))

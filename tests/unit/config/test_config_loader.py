@@ -1,4 +1,5 @@
 """`load_config`: defaults when files are absent, precedence (config.md §4), logging, mounts."""
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,9 @@ def test_none_and_empty_paths_mean_absent():
 def test_missing_file_is_logged_at_info(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="vgpu.config")
     load_config(tmp_path / "d.yaml", tmp_path / "c.json", NODE)
-    assert any("not found; using built-in defaults" in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
+    assert any(
+        "not found; using built-in defaults" in r.getMessage() and r.levelno == logging.INFO for r in caplog.records
+    )
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
@@ -66,8 +69,14 @@ def test_precedence_default_then_device_config_then_matching_node_entry(write_fi
             {
                 "nodeconfig": [
                     {"name": "other", "devicesplitcount": 2, "libcudaloglevel": 4},
-                    {"name": NODE, "devicesplitcount": 7, "devicecorescaling": 0.5, "libcudaloglevel": 3,
-                     "operatingmode": "mig", "filterdevices": {"uuid": ["GPU-b"], "index": [2]}},
+                    {
+                        "name": NODE,
+                        "devicesplitcount": 7,
+                        "devicecorescaling": 0.5,
+                        "libcudaloglevel": 3,
+                        "operatingmode": "mig",
+                        "filterdevices": {"uuid": ["GPU-b"], "index": [2]},
+                    },
                 ]
             }
         ),
@@ -86,8 +95,9 @@ def test_precedence_default_then_device_config_then_matching_node_entry(write_fi
 
 def test_device_config_applies_when_no_entry_matches(write_file):
     device = write_file("nvidia:\n  deviceSplitCount: 4\n  deviceCoreScaling: 2\n  libCudaLogLevel: 1\n")
-    nodes = write_file(json.dumps({"nodeconfig": [{"name": "other", "devicesplitcount": 9, "operatingmode": "mig"}]}),
-                       "config.json")
+    nodes = write_file(
+        json.dumps({"nodeconfig": [{"name": "other", "devicesplitcount": 9, "operatingmode": "mig"}]}), "config.json"
+    )
     config = load_config(device, nodes, NODE)
     assert (config.split_count, config.cores_per_gpu, config.lib_cuda_log_level) == (4, 200, 1)
     assert config.operating_mode == "hami-core"
@@ -95,8 +105,9 @@ def test_device_config_applies_when_no_entry_matches(write_file):
 
 def test_node_zero_values_keep_the_device_config(write_file):
     device = write_file("nvidia:\n  deviceSplitCount: 4\n")
-    nodes = write_file(json.dumps({"nodeconfig": [{"name": NODE, "devicesplitcount": 0, "libcudaloglevel": 0}]}),
-                       "config.json")
+    nodes = write_file(
+        json.dumps({"nodeconfig": [{"name": NODE, "devicesplitcount": 0, "libcudaloglevel": 0}]}), "config.json"
+    )
     config = load_config(device, nodes, NODE)
     assert config.split_count == 4
     assert config.lib_cuda_log_level == 0  # present = override, even 0
@@ -122,8 +133,9 @@ def test_mig_mode_with_small_split_count_warns(write_file):
     config = load_config(device, nodes, NODE)
     assert len(config.warnings) == 1
     assert "split count 4, smaller than the largest MIG group (7 instances)" in config.warnings[0]
-    nodes = write_file(json.dumps({"nodeconfig": [{"name": NODE, "operatingmode": "mig", "devicesplitcount": 7}]}),
-                       "config.json")
+    nodes = write_file(
+        json.dumps({"nodeconfig": [{"name": NODE, "operatingmode": "mig", "devicesplitcount": 7}]}), "config.json"
+    )
     assert load_config(device, nodes, NODE).warnings == ()
 
 
@@ -158,8 +170,14 @@ def test_errors_propagate_from_load_config(write_file):
 
 def test_config_error_renders_values_as_written():
     assert str(ConfigError("/f", "k", "bad", None)) == "vgpu: invalid configuration in /f: k: bad (got null)"
-    assert str(ConfigError("/f", "k", "bad", {"a": [True]})) == 'vgpu: invalid configuration in /f: k: bad (got {"a": [true]})'
-    assert str(ConfigError("/f", "k", "bad", 'say "hi"')) == 'vgpu: invalid configuration in /f: k: bad (got "say \\"hi\\"")'
+    assert (
+        str(ConfigError("/f", "k", "bad", {"a": [True]}))
+        == 'vgpu: invalid configuration in /f: k: bad (got {"a": [true]})'
+    )
+    assert (
+        str(ConfigError("/f", "k", "bad", 'say "hi"'))
+        == 'vgpu: invalid configuration in /f: k: bad (got "say \\"hi\\"")'
+    )
     long = str(ConfigError("/f", "k", "bad", "x" * 500))
     assert len(long) < 200 and long.endswith("…)")
     assert str(ConfigError("/f", "k", "missing", show_value=False)) == "vgpu: invalid configuration in /f: k: missing"

@@ -1,12 +1,13 @@
 """The built-in `knownMigGeometries` (mig.md §2.1) and its round trip through the parser."""
+
 from __future__ import annotations
 
 import yaml
 
 from vgpu.config import DEFAULT_KNOWN_MIG_GEOMETRIES, EffectiveConfig, NodeConfig
 from vgpu.config.device_config import default_device_config
-from vgpu.configfiles import load_device_config
 from vgpu.config.mig_defaults import geometries_as_data
+from vgpu.configfiles import load_device_config
 
 # The upstream shipped ConfigMap section, written out independently of mig_defaults.py.
 SHIPPED = """\

@@ -1,4 +1,5 @@
 """Per-node `config.json` (config.md §3): matching, type checks, ranges, warnings."""
+
 from __future__ import annotations
 
 import json
@@ -64,7 +65,9 @@ def test_spec_example_file(write_file):
 
 
 def test_only_exact_name_matches(write_file):
-    path = write_nodes(write_file, {"name": "GPU-NODE-1", "devicesplitcount": 3}, {"name": "gpu-node-10", "devicesplitcount": 4})
+    path = write_nodes(
+        write_file, {"name": "GPU-NODE-1", "devicesplitcount": 3}, {"name": "gpu-node-10", "devicesplitcount": 4}
+    )
     config, warnings = load_node_config(path, NODE)
     assert config == NodeConfig(source=str(path))
     assert not config.matched and warnings == []
@@ -96,8 +99,9 @@ def test_null_values_mean_not_set(write_file):
 
 
 def test_keys_match_case_insensitively_like_go(write_file):
-    path = write_nodes(write_file, {"Name": NODE, "deviceSplitCount": 5, "OperatingMode": "mig",
-                                    "filterDevices": {"UUID": ["GPU-x"]}})
+    path = write_nodes(
+        write_file, {"Name": NODE, "deviceSplitCount": 5, "OperatingMode": "mig", "filterDevices": {"UUID": ["GPU-x"]}}
+    )
     config, warnings = load_node_config(path, NODE)
     assert (config.device_split_count, config.operating_mode) == (5, "mig")
     assert config.filter_devices.uuids == {"GPU-x"}
@@ -112,9 +116,16 @@ def test_numeric_string_log_level(write_file):
 def test_non_matching_entries_are_not_range_checked(write_file):
     path = write_nodes(
         write_file,
-        {"name": "other", "operatingmode": "static", "devicesplitcount": -5, "libcudaloglevel": 9,
-         "devicecorescaling": 0.001, "filterdevices": {"index": [-1], "uuid": [""]}, "gpumemoryfactor": 4,
-         "bogus": 1},
+        {
+            "name": "other",
+            "operatingmode": "static",
+            "devicesplitcount": -5,
+            "libcudaloglevel": 9,
+            "devicecorescaling": 0.001,
+            "filterdevices": {"index": [-1], "uuid": [""]},
+            "gpumemoryfactor": 4,
+            "bogus": 1,
+        },
         {"name": NODE},
     )
     config, warnings = load_node_config(path, NODE)
@@ -130,15 +141,39 @@ INVALID_TYPES = [
     ({"name": "other", "devicesplitcount": True}, "nodeconfig[0].devicesplitcount", "must be an integer (got true)"),
     ({"name": "other", "devicesplitcount": 10.0}, "nodeconfig[0].devicesplitcount", "must be an integer (got 10.0)"),
     ({"name": "other", "devicecorescaling": "1"}, "nodeconfig[0].devicecorescaling", 'must be a number (got "1")'),
-    ({"name": "other", "devicememoryscaling": False}, "nodeconfig[0].devicememoryscaling", "must be a number (got false)"),
+    (
+        {"name": "other", "devicememoryscaling": False},
+        "nodeconfig[0].devicememoryscaling",
+        "must be a number (got false)",
+    ),
     ({"name": "other", "operatingmode": 1}, "nodeconfig[0].operatingmode", "must be a string (got 1)"),
     ({"name": "other", "migstrategy": []}, "nodeconfig[0].migstrategy", "must be a string (got [])"),
-    ({"name": "other", "libcudaloglevel": "high"}, "nodeconfig[0].libcudaloglevel", 'must be an integer or a numeric string (got "high")'),
+    (
+        {"name": "other", "libcudaloglevel": "high"},
+        "nodeconfig[0].libcudaloglevel",
+        'must be an integer or a numeric string (got "high")',
+    ),
     ({"name": "other", "filterdevices": []}, "nodeconfig[0].filterdevices", "must be an object (got [])"),
-    ({"name": "other", "filterdevices": {"uuid": "GPU-1"}}, "nodeconfig[0].filterdevices.uuid", 'must be an array (got "GPU-1")'),
-    ({"name": "other", "filterdevices": {"uuid": [1]}}, "nodeconfig[0].filterdevices.uuid[0]", "must be a string (got 1)"),
-    ({"name": "other", "filterdevices": {"index": ["0"]}}, "nodeconfig[0].filterdevices.index[0]", 'must be an integer (got "0")'),
-    ({"name": "other", "filterdevices": {"index": [True]}}, "nodeconfig[0].filterdevices.index[0]", "must be an integer (got true)"),
+    (
+        {"name": "other", "filterdevices": {"uuid": "GPU-1"}},
+        "nodeconfig[0].filterdevices.uuid",
+        'must be an array (got "GPU-1")',
+    ),
+    (
+        {"name": "other", "filterdevices": {"uuid": [1]}},
+        "nodeconfig[0].filterdevices.uuid[0]",
+        "must be a string (got 1)",
+    ),
+    (
+        {"name": "other", "filterdevices": {"index": ["0"]}},
+        "nodeconfig[0].filterdevices.index[0]",
+        'must be an integer (got "0")',
+    ),
+    (
+        {"name": "other", "filterdevices": {"index": [True]}},
+        "nodeconfig[0].filterdevices.index[0]",
+        "must be an integer (got true)",
+    ),
     ("not an object", "nodeconfig[0]", 'must be an object (got "not an object")'),
 ]
 
@@ -152,7 +187,11 @@ def test_wrong_json_types_are_errors_in_any_entry(write_file, entry, key, reason
 
 
 INVALID_MATCHING = [
-    ({"operatingmode": "static"}, "operatingmode", 'must be "hami-core" or "mig" (or empty for hami-core) (got "static")'),
+    (
+        {"operatingmode": "static"},
+        "operatingmode",
+        'must be "hami-core" or "mig" (or empty for hami-core) (got "static")',
+    ),
     ({"operatingmode": "MIG"}, "operatingmode", 'must be "hami-core" or "mig"'),
     ({"devicecorescaling": 0.005}, "devicecorescaling", "int(100 × value) >= 1) (got 0.005)"),
     ({"libcudaloglevel": 5}, "libcudaloglevel", "must be between 0 and 4 (got 5)"),
@@ -187,7 +226,11 @@ def test_duplicate_node_names_are_an_error(write_file):
         ('{"nodeconfig": [ {"name": "a",} ]}', "line 1, column 31", "not valid JSON: Expecting property name"),
         ('{"nodeconfig": []', "line 1, column 18", "not valid JSON"),
         ("nodeconfig:\n- name: a\n", "line 1, column 1", "not valid JSON"),
-        ('{"nodeconfig": [{"name": "a", "devicecorescaling": NaN}]}', "(file)", "not valid JSON: NaN is not valid JSON"),
+        (
+            '{"nodeconfig": [{"name": "a", "devicecorescaling": NaN}]}',
+            "(file)",
+            "not valid JSON: NaN is not valid JSON",
+        ),
         ("", "(root)", "file is empty; it must be a JSON object"),
         ("[]", "(root)", 'must be a JSON object with a "nodeconfig" array (got [])'),
         ('"x"', "(root)", 'must be a JSON object with a "nodeconfig" array (got "x")'),
@@ -203,6 +246,7 @@ def test_malformed_json_and_bad_structure(write_file, text, key, reason):
 
 # -- warnings ---------------------------------------------------------------------------------
 
+
 def test_per_node_gpu_memory_factor_warns_with_reason(write_file):
     # known-failures.md K-4
     path = write_nodes(write_file, {"name": NODE, "gpumemoryfactor": 4})
@@ -215,8 +259,15 @@ def test_per_node_gpu_memory_factor_warns_with_reason(write_file):
 
 
 def test_hami_only_keys_warn(write_file):
-    path = write_nodes(write_file, {"name": NODE, "preconfigureddevicememory": 100, "enablenumatopology": True,
-                                    "enablegetpreferredallocation": False})
+    path = write_nodes(
+        write_file,
+        {
+            "name": NODE,
+            "preconfigureddevicememory": 100,
+            "enablenumatopology": True,
+            "enablegetpreferredallocation": False,
+        },
+    )
     _, warnings = load_node_config(path, NODE)
     assert len(warnings) == 3
     assert all("is a HAMi setting that the Volcano plugin does not support; ignored" in w for w in warnings)
@@ -226,7 +277,9 @@ def test_unknown_key_warns_with_suggestion(write_file):
     path = write_nodes(write_file, {"name": NODE, "devicesplitcont": 4, "weird": 1})
     config, warnings = load_node_config(path, NODE)
     assert config.device_split_count is None
-    assert warnings[0].endswith('nodeconfig[0].devicesplitcont: unknown key "devicesplitcont", ignored (did you mean "devicesplitcount"?)')
+    assert warnings[0].endswith(
+        'nodeconfig[0].devicesplitcont: unknown key "devicesplitcont", ignored (did you mean "devicesplitcount"?)'
+    )
     assert warnings[1].endswith('nodeconfig[0].weird: unknown key "weird", ignored')
 
 
@@ -255,7 +308,9 @@ def test_unnamed_entry_warns(write_file):
 
 
 def test_duplicate_json_keys_warn_and_last_wins(write_file):
-    path = write_file('{"nodeconfig": [{"name": "gpu-node-1", "devicesplitcount": 2, "devicesplitcount": 6}]}', "config.json")
+    path = write_file(
+        '{"nodeconfig": [{"name": "gpu-node-1", "devicesplitcount": 2, "devicesplitcount": 6}]}', "config.json"
+    )
     config, warnings = load_node_config(path, NODE)
     assert config.device_split_count == 6
     assert warnings == [f'{path}: duplicate key "devicesplitcount"; the last value is used']

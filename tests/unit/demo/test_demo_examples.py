@@ -1,4 +1,5 @@
 """deploy/examples: the sample pods a user applies, and how the demo reads them."""
+
 from __future__ import annotations
 
 import pathlib

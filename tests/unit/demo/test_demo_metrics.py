@@ -1,11 +1,12 @@
 """The demo's exposition parser: names exactly as served (no ``_total`` rewriting), escaped labels."""
+
 from __future__ import annotations
 
 import pytest
 
 from vgpu.sim.demo.metrics import ExpositionError, host_samples, parse_exposition, per_pod, pod_samples
 
-TEXT = r'''# HELP Device_memory_desc_of_container Container device meory description
+TEXT = r"""# HELP Device_memory_desc_of_container Container device meory description
 # TYPE Device_memory_desc_of_container counter
 Device_memory_desc_of_container{podnamespace="default",podname="p",ctrname="c",vdeviceid="0",deviceuuid="GPU-1",context="1",module="0",data="2",offset="0",zone="vGPU"} 3
 vGPU_device_memory_usage_in_bytes{podnamespace="default",podname="p",ctrname="c",vdeviceid="0",deviceuuid="GPU-1",zone="vGPU"} 3e+09
@@ -14,7 +15,7 @@ hami_vgpu_memory_used_bytes{namespace="ns",pod="q",container="c",vdevice_index="
 HostGPUMemoryUsage{deviceidx="0",deviceuuid="GPU-1",zone="vGPU"} 0
 vgpu_monitor_scrapes_total 12
 odd{path="a\\b \"q\"\nx"} NaN 1700000000
-'''
+"""
 
 
 def test_parse_keeps_names_and_unescapes_labels():
@@ -28,7 +29,7 @@ def test_parse_keeps_names_and_unescapes_labels():
     assert [s.name for s in host_samples(samples)] == ["HostGPUMemoryUsage", "odd"]
 
 
-@pytest.mark.parametrize("bad", ["no_value", 'x{a="1" 2', "x 1 2 3", 'x{a=1} 2', "x abc"])
+@pytest.mark.parametrize("bad", ["no_value", 'x{a="1" 2', "x 1 2 3", "x{a=1} 2", "x abc"])
 def test_malformed_lines_are_errors(bad):
     with pytest.raises(ExpositionError, match="line 1"):
         parse_exposition(bad)

@@ -1,4 +1,5 @@
 """`vgpu demo` options: node sets from the defaults, --gpus/--mode and --nodes FILE; clear errors."""
+
 from __future__ import annotations
 
 import json
@@ -32,17 +33,20 @@ def test_gpus_and_mode_give_one_node():
     assert mig.mig and [g.name for g in mig.gpus] == ["NVIDIA A30"]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"gpus": "B200:1"}, "unknown GPU model 'B200'"),
-    ({"gpus": "A30:0"}, "count of 'A30' must be a positive integer"),
-    ({"gpus": "A30,,A10"}, "empty entry"),
-    ({"gpus": "T4:1", "mode": "mig"}, "has no built-in knownMigGeometries entry"),
-    ({"policy": "random"}, "--policy: must be one of binpack, spread, none"),
-    ({"volcano_version": "v1.8"}, "--volcano-version: Volcano v1.8 predates"),
-    ({"volcano_version": "banana"}, "--volcano-version: unknown Volcano version"),
-    ({"duration": 0}, "--duration: must be a positive number"),
-    ({"nodes_file": "x.json", "gpus": "A30"}, "--nodes cannot be combined"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"gpus": "B200:1"}, "unknown GPU model 'B200'"),
+        ({"gpus": "A30:0"}, "count of 'A30' must be a positive integer"),
+        ({"gpus": "A30,,A10"}, "empty entry"),
+        ({"gpus": "T4:1", "mode": "mig"}, "has no built-in knownMigGeometries entry"),
+        ({"policy": "random"}, "--policy: must be one of binpack, spread, none"),
+        ({"volcano_version": "v1.8"}, "--volcano-version: Volcano v1.8 predates"),
+        ({"volcano_version": "banana"}, "--volcano-version: unknown Volcano version"),
+        ({"duration": 0}, "--duration: must be a positive number"),
+        ({"nodes_file": "x.json", "gpus": "A30"}, "--nodes cannot be combined"),
+    ],
+)
 def test_bad_options_name_the_option(kwargs, message):
     with pytest.raises(DemoConfigError, match=None) as err:
         build_options(**kwargs)
@@ -60,26 +64,38 @@ def test_old_volcano_leaves_mig_nodes_out_with_a_note():
 
 def test_nodes_file(tmp_path: pathlib.Path):
     f = tmp_path / "nodes.json"
-    f.write_text(json.dumps({"nodes": [
-        {"name": "a", "mode": "mig", "gpus": [{"model": "A100-80GB", "count": 2}]},
-        {"name": "b", "gpus": [{"name": "NVIDIA L40S", "memory_mib": 46068, "count": 3}]}]}))
+    f.write_text(
+        json.dumps(
+            {
+                "nodes": [
+                    {"name": "a", "mode": "mig", "gpus": [{"model": "A100-80GB", "count": 2}]},
+                    {"name": "b", "gpus": [{"name": "NVIDIA L40S", "memory_mib": 46068, "count": 3}]},
+                ]
+            }
+        )
+    )
     o = build_options(nodes_file=str(f))
     assert [(n.name, n.mode, len(n.gpus)) for n in o.nodes] == [("a", "mig", 2), ("b", "hami-core", 3)]
     assert o.nodes[1].gpus[2].uuid == gpu_uuid("b", 2)
 
 
-@pytest.mark.parametrize("doc, message", [
-    ("{", "not valid JSON"),
-    ({"nodes": []}, "at least one node"),
-    ({"nodes": [{"name": "A_B", "gpus": [{"model": "A30"}]}]}, "nodes[0].name: 'A_B' is not a DNS-1123 node name"),
-    ({"nodes": [{"gpus": [{"model": "A30", "colour": 1}]}]}, "nodes[0].gpus[0]: unknown key(s) colour"),
-    ({"nodes": [{"gpus": [{"name": "X"}]}]}, "nodes[0].gpus[0].memory_mib: must be an integer >= 1"),
-    ({"nodes": [{"gpus": [{"model": "A30", "name": "X", "memory_mib": 1}]}]}, "either model or name"),
-    ({"nodes": [{"mode": "mps", "gpus": [{"model": "A30"}]}]}, "nodes[0].mode: must be one of hami-core, mig"),
-    ({"nodes": [{"name": "a", "gpus": [{"model": "A30"}]}, {"name": "a", "gpus": [{"model": "A30"}]}]},
-     "node name 'a' is used twice"),
-    ({"nodes": [{"gpus": [{"model": "A30", "count": 17}]}]}, "at most 16 GPUs per node"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ("{", "not valid JSON"),
+        ({"nodes": []}, "at least one node"),
+        ({"nodes": [{"name": "A_B", "gpus": [{"model": "A30"}]}]}, "nodes[0].name: 'A_B' is not a DNS-1123 node name"),
+        ({"nodes": [{"gpus": [{"model": "A30", "colour": 1}]}]}, "nodes[0].gpus[0]: unknown key(s) colour"),
+        ({"nodes": [{"gpus": [{"name": "X"}]}]}, "nodes[0].gpus[0].memory_mib: must be an integer >= 1"),
+        ({"nodes": [{"gpus": [{"model": "A30", "name": "X", "memory_mib": 1}]}]}, "either model or name"),
+        ({"nodes": [{"mode": "mps", "gpus": [{"model": "A30"}]}]}, "nodes[0].mode: must be one of hami-core, mig"),
+        (
+            {"nodes": [{"name": "a", "gpus": [{"model": "A30"}]}, {"name": "a", "gpus": [{"model": "A30"}]}]},
+            "node name 'a' is used twice",
+        ),
+        ({"nodes": [{"gpus": [{"model": "A30", "count": 17}]}]}, "at most 16 GPUs per node"),
+    ],
+)
 def test_nodes_file_errors_name_file_and_key(tmp_path: pathlib.Path, doc, message):
     f = tmp_path / "nodes.json"
     f.write_text(doc if isinstance(doc, str) else json.dumps(doc))

@@ -1,4 +1,5 @@
 """Terminal output: aligned tables, colour only when asked/on a TTY, live redraws that never wrap."""
+
 from __future__ import annotations
 
 import io
@@ -41,7 +42,7 @@ def test_board_is_printed_once_without_a_tty_and_redrawn_in_place_on_one():
     p.event("pod", "x")
     p.board(["c"])
     out = live.getvalue()
-    assert out.count("\x1b[2F\x1b[J") == 2   # erased before the event and before the new board
+    assert out.count("\x1b[2F\x1b[J") == 2  # erased before the event and before the new board
     assert out.endswith("c\n")
 
 

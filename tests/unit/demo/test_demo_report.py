@@ -1,4 +1,5 @@
 """Checks and exit status of `vgpu demo` (pure: built from a hand-made DemoState)."""
+
 from __future__ import annotations
 
 import io
@@ -27,8 +28,9 @@ def _pod(name: str, expect: str = EXPECT_SUCCESS, mode: str | None = None, plain
     if plain:
         ctrs.append({"name": "side"})
     meta = {"name": name, "annotations": {keys.VGPU_MODE: mode} if mode else {}}
-    return PodRecord(Example(pathlib.Path(f"{name}.yaml"), {"kind": "Pod", "metadata": meta,
-                                                            "spec": {"containers": ctrs}}, expect))
+    return PodRecord(
+        Example(pathlib.Path(f"{name}.yaml"), {"kind": "Pod", "metadata": meta, "spec": {"containers": ctrs}}, expect)
+    )
 
 
 def _state(**kw) -> DemoState:
@@ -49,14 +51,19 @@ def _state(**kw) -> DemoState:
 def test_all_good_in_a_mig_only_run_needs_no_hami_core_checks():
     s = _state()
     results = checks(s)
-    assert {c.name: c.ok for c in results} == {"registration": True, "pods": True, "mig": True, "xid": True,
-                                               "components": True}
+    assert {c.name: c.ok for c in results} == {
+        "registration": True,
+        "pods": True,
+        "mig": True,
+        "xid": True,
+        "components": True,
+    }
     assert exit_code(s, results) == EXIT_OK
 
 
 def test_exit_status_rules():
     s = _state()
-    s.pods[1].state = RUNNING   # the oversized pod ran: a check fails
+    s.pods[1].state = RUNNING  # the oversized pod ran: a check fails
     assert exit_code(s, checks(s)) == EXIT_CHECKS
     assert "default/o: Running (expected unschedulable)" in next(c.detail for c in checks(s) if c.name == "pods")
     s = _state(duration=5)
@@ -64,12 +71,14 @@ def test_exit_status_rules():
     assert exit_code(s, checks(s)) == EXIT_INTERRUPTED
     s = _state()
     s.interrupted = True
-    assert exit_code(s, checks(s)) == EXIT_OK       # Ctrl-C is the normal end without --duration
+    assert exit_code(s, checks(s)) == EXIT_OK  # Ctrl-C is the normal end without --duration
     s.problems.append("vgpu plugin (gpu-node-1) exited unexpectedly with status 1:\nlog")
     results = checks(s)
     assert exit_code(s, results) == EXIT_COMPONENT
-    assert next(c for c in results if c.name == "components").detail == \
-        "vgpu plugin (gpu-node-1) exited unexpectedly with status 1:"
+    assert (
+        next(c for c in results if c.name == "components").detail
+        == "vgpu plugin (gpu-node-1) exited unexpectedly with status 1:"
+    )
 
 
 def test_xid_and_mig_failures_are_named():

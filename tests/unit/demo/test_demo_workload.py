@@ -1,5 +1,6 @@
 """The demo's HAMi-core "container": what it writes is what the monitor's reader sees, and it obeys
 the monitor's feedback exactly as libvgpu's limiter does (monitor-metrics.md §5)."""
+
 from __future__ import annotations
 
 import pathlib
@@ -14,17 +15,25 @@ UUID1 = "GPU-ef2e40e8-4d39-532b-bf69-c36c9ebcc70e"
 
 def test_host_cache_file_follows_the_tmp_vgpu_mount():
     envs = {"CUDA_DEVICE_MEMORY_SHARED_CACHE": "/tmp/vgpu/abc.cache"}
-    mounts = [pb.Mount(container_path="/usr/local/vgpu/libvgpu.so", host_path="/h/libvgpu.so", read_only=True),
-              pb.Mount(container_path="/tmp/vgpu", host_path="/h/containers/uid_c", read_only=False)]
+    mounts = [
+        pb.Mount(container_path="/usr/local/vgpu/libvgpu.so", host_path="/h/libvgpu.so", read_only=True),
+        pb.Mount(container_path="/tmp/vgpu", host_path="/h/containers/uid_c", read_only=False),
+    ]
     assert host_cache_file(envs, mounts) == "/h/containers/uid_c/abc.cache"
     assert host_cache_file({}, mounts) is None
     assert host_cache_file(envs, mounts[:1]) is None
 
 
 def _container(tmp_path: pathlib.Path, **env: str) -> HamiCoreContainer:
-    envs = {"NVIDIA_VISIBLE_DEVICES": f"{UUID0},{UUID1}", "CUDA_DEVICE_MEMORY_LIMIT_0": "8192m",
-            "CUDA_DEVICE_MEMORY_LIMIT_1": "4096m", "CUDA_DEVICE_SM_LIMIT": "30", "CUDA_DEVICE_SM_LIMIT_0": "30",
-            "CUDA_DEVICE_SM_LIMIT_1": "20", **env}
+    envs = {
+        "NVIDIA_VISIBLE_DEVICES": f"{UUID0},{UUID1}",
+        "CUDA_DEVICE_MEMORY_LIMIT_0": "8192m",
+        "CUDA_DEVICE_MEMORY_LIMIT_1": "4096m",
+        "CUDA_DEVICE_SM_LIMIT": "30",
+        "CUDA_DEVICE_SM_LIMIT_0": "30",
+        "CUDA_DEVICE_SM_LIMIT_1": "20",
+        **env,
+    }
     c = HamiCoreContainer("default/p", "c", "n1", envs, str(tmp_path / "r.cache"), pid=7)
     c.start()
     return c
@@ -55,23 +64,23 @@ def test_obeys_the_monitors_feedback(tmp_path: pathlib.Path):
     layout = monitor.read().layout
     try:
         assert c.step(1.0) == [] and c.priority == 1
-        monitor.write_recent_kernel(layout, 1)          # pass 1 counted it down
+        monitor.write_recent_kernel(layout, 1)  # pass 1 counted it down
         notes = c.step(2.0)
         assert any("recent_kernel 2 → 1" in n for n in notes) and c.feedback.decrements == 1
         assert c.feedback.utilization_switch == 1 and c.feedback.switch_changes == 0  # libvgpu's initial value
         monitor.write_utilization_switch(layout, 0)
         assert c.step(2.5) == ["utilization_switch 1 → 0 (SM limiter off)"]
-        monitor.write_recent_kernel(layout, -1)         # pass 2: a higher priority is active
+        monitor.write_recent_kernel(layout, -1)  # pass 2: a higher priority is active
         monitor.write_utilization_switch(layout, 1)
         launches = c.launches
         notes = c.step(3.0)
         assert any(n.startswith("blocked by priority") for n in notes)
         assert any("utilization_switch 0 → 1" in n for n in notes)
         assert c.launches == launches and c.sm_util == [0, 0]
-        assert monitor.read().recent_kernel == -1        # it never overwrites the block
+        assert monitor.read().recent_kernel == -1  # it never overwrites the block
         c.step(4.0)
         assert c.launches == launches
-        monitor.write_recent_kernel(layout, 0)          # released
+        monitor.write_recent_kernel(layout, 0)  # released
         notes = c.step(5.0)
         assert any(n.startswith("released") for n in notes)
         assert c.launches == launches + 1 and monitor.read().recent_kernel == 2

@@ -8,6 +8,7 @@ defaults (global ARGs before the first FROM), ``COPY [--from=…] src… dest``.
 patterns are matched in order against the path and each of its parent directories, ``!``
 re-includes, the last matching pattern wins, ``**`` matches any number of directories.
 """
+
 from __future__ import annotations
 
 import json

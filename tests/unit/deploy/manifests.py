@@ -6,6 +6,7 @@ and need no kubectl.  Overlays are rendered with the real ``kubectl kustomize``;
 is missing the test skips with the reason, except under CI (``CI`` set), where a missing
 kubectl is a set-up failure and the test fails.
 """
+
 from __future__ import annotations
 
 import functools
@@ -14,8 +15,6 @@ import shutil
 import subprocess
 from collections.abc import Iterable
 from typing import Any
-
-import pytest
 
 import yaml
 
@@ -37,17 +36,20 @@ def kubectl() -> str:
     """Path of kubectl, or skip (fail under CI) with the reason."""
     path = shutil.which("kubectl")
     if path is None:
-        reason = ("kubectl is not installed: rendering the kustomize overlays needs the real "
-                  "`kubectl kustomize` (the project's machines ship it)")
+        reason = (
+            "kubectl is not installed: rendering the kustomize overlays needs the real "
+            "`kubectl kustomize` (the project's machines ship it)"
+        )
         missing_program(reason)
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def render_text(kustomization: str) -> str:
     """``kubectl kustomize deploy/<kustomization>`` output."""
-    proc = subprocess.run([kubectl(), "kustomize", str(DEPLOY / kustomization)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [kubectl(), "kustomize", str(DEPLOY / kustomization)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, f"kubectl kustomize deploy/{kustomization} failed:\n{proc.stderr}"
     return proc.stdout
 
@@ -111,5 +113,8 @@ def plain_env(ctr: dict[str, Any]) -> dict[str, str]:
 
 
 def field_ref_env(ctr: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in ctr.get("env", [])
-            if "fieldRef" in (e.get("valueFrom") or {})}
+    return {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+        for e in ctr.get("env", [])
+        if "fieldRef" in (e.get("valueFrom") or {})
+    }

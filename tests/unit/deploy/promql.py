@@ -6,12 +6,27 @@ range/subquery brackets (``[5m]``, ``[$__rate_interval]``) and the label lists o
 metric name when it is an identifier that is not a keyword and not followed by ``(`` (a
 function or aggregation).
 """
+
 from __future__ import annotations
 
 import re
 
-KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and", "or",
-            "unless", "inf", "nan", "atan2"}
+KEYWORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "offset",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "inf",
+    "nan",
+    "atan2",
+}
 _STRING = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`')
 _CLAUSE = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 _IDENT = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -42,7 +57,7 @@ def metric_names(expr: str) -> set[str]:
     names = set()
     for match in _IDENT.finditer(text):
         word = match.group(0)
-        rest = text[match.end():].lstrip()
+        rest = text[match.end() :].lstrip()
         if word.lower() in KEYWORDS or rest.startswith("("):
             continue
         if match.start() > 0 and (text[match.start() - 1].isdigit() or text[match.start() - 1] == "."):

@@ -1,5 +1,6 @@
 """The shipped ConfigMaps, read by the project's own config parsers and checked against the
 Volcano scheduler configuration that points at them."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,14 @@ from vgpu.config.model import MODE_HAMI_CORE, MODE_MIG, MigGeometryEntry, MigGro
 from . import manifests as m
 
 # What Volcano reads from device-config.yaml (it does not merge omitted keys with defaults).
-VOLCANO_KEYS = ("resourceCountName", "resourceMemoryName", "resourceCoreName", "resourceMemoryPercentageName",
-                "gpuMemoryFactor", "knownMigGeometries")
+VOLCANO_KEYS = (
+    "resourceCountName",
+    "resourceMemoryName",
+    "resourceCoreName",
+    "resourceMemoryPercentageName",
+    "gpuMemoryFactor",
+    "knownMigGeometries",
+)
 
 
 def _device_text(docs) -> str:
@@ -34,20 +41,24 @@ def test_device_config_parses_cleanly_and_equals_the_built_in_defaults(kustomiza
 
 
 # mig.md §2.1, "suggested entries": H100 80GB with NVML's instance sizes.
-H100_80GB = MigGeometryEntry(models=("H100 80GB HBM3",), groups=(
-    MigGroup("group1", (MigTemplate("1g.10gb", 9984, 7),)),
-    MigGroup("group2", (MigTemplate("2g.20gb", 20096, 3), MigTemplate("1g.10gb", 9984, 1))),
-    MigGroup("group3", (MigTemplate("3g.40gb", 40448, 2),)),
-    MigGroup("group4", (MigTemplate("7g.80gb", 81152, 1),)),
-))
+H100_80GB = MigGeometryEntry(
+    models=("H100 80GB HBM3",),
+    groups=(
+        MigGroup("group1", (MigTemplate("1g.10gb", 9984, 7),)),
+        MigGroup("group2", (MigTemplate("2g.20gb", 20096, 3), MigTemplate("1g.10gb", 9984, 1))),
+        MigGroup("group3", (MigTemplate("3g.40gb", 40448, 2),)),
+        MigGroup("group4", (MigTemplate("7g.80gb", 81152, 1),)),
+    ),
+)
 
 
 def test_mig_overlay_device_config_is_the_base_plus_an_h100_entry():
     text = _device_text(m.render("overlays/mig"))
     cfg, warnings = parse_device_config(text, "device-config.yaml")
     assert warnings == []
-    assert replace(cfg, source="") == replace(default_device_config(), source="",
-                                              known_mig_geometries=DEFAULT_KNOWN_MIG_GEOMETRIES + (H100_80GB,))
+    assert replace(cfg, source="") == replace(
+        default_device_config(), source="", known_mig_geometries=DEFAULT_KNOWN_MIG_GEOMETRIES + (H100_80GB,)
+    )
     # The patch repeats the whole file: apart from the new entry it must not drift from the base.
     overlay = yaml.safe_load(text)["nvidia"]
     base = yaml.safe_load(_device_text(m.single_file_docs()))["nvidia"]
@@ -84,8 +95,11 @@ def test_mig_overlay_puts_its_listed_nodes_in_mig_mode_with_room_for_seven_insta
 
 def _scheduler_conf() -> dict:
     (cm,) = m.load_docs(m.SCHEDULER_CONFIGMAP.read_text())
-    assert (cm["kind"], cm["metadata"]["name"], cm["metadata"]["namespace"]) == \
-        ("ConfigMap", "volcano-scheduler-configmap", "volcano-system")
+    assert (cm["kind"], cm["metadata"]["name"], cm["metadata"]["namespace"]) == (
+        "ConfigMap",
+        "volcano-scheduler-configmap",
+        "volcano-system",
+    )
     return yaml.safe_load(cm["data"]["volcano-scheduler.conf"])
 
 
@@ -109,9 +123,14 @@ def test_scheduler_configmap_enables_vgpu_and_points_at_our_geometries():
 
 def test_scheduler_arguments_are_accepted_by_the_scheduler_emulator():
     from vgpu.sim.scheduler.model import SchedulerConfig
-    args = {p["name"]: p.get("arguments") or {} for tier in _scheduler_conf()["tiers"]
-            for p in tier["plugins"]}["deviceshare"]
-    cfg = SchedulerConfig(version="master", policy=args["deviceshare.SchedulePolicy"],
-                          weight=args["deviceshare.ScheduleWeight"],
-                          node_lock_enable=args["deviceshare.NodeLockEnable"])
+
+    args = {p["name"]: p.get("arguments") or {} for tier in _scheduler_conf()["tiers"] for p in tier["plugins"]}[
+        "deviceshare"
+    ]
+    cfg = SchedulerConfig(
+        version="master",
+        policy=args["deviceshare.SchedulePolicy"],
+        weight=args["deviceshare.ScheduleWeight"],
+        node_lock_enable=args["deviceshare.NodeLockEnable"],
+    )
     assert cfg.policy == args["deviceshare.SchedulePolicy"]

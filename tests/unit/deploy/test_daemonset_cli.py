@@ -9,6 +9,7 @@ the reason).  The resolved paths must then line up with the volumes: the hook pa
 kubelet socket directory are hostPaths mounted at the same path, and the config files exist as
 ConfigMap keys under the config mount.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -127,12 +128,15 @@ def test_plugin_settings_line_up_with_the_volumes():
     assert vol["hostPath"]["type"] == "Directory"
     # /tmp/vgpulock: handed to every vGPU container as a host path (hami-core.md §2.1).
     from vgpu.hamicore.paths import VGPULOCK_DIR
+
     mount, vol = m.mount_for(ds, ctr, VGPULOCK_DIR)
     assert vol["hostPath"]["path"] == mount["mountPath"] == VGPULOCK_DIR
     # Both config files come from the ConfigMaps through the projected /config volume.
     docs = m.single_file_docs()
-    for path, cm, key in ((opts.device_config, "volcano-vgpu-device-config", "device-config.yaml"),
-                          (opts.node_config, "volcano-vgpu-node-config", "config.json")):
+    for path, cm, key in (
+        (opts.device_config, "volcano-vgpu-device-config", "device-config.yaml"),
+        (opts.node_config, "volcano-vgpu-node-config", "config.json"),
+    ):
         mount, vol = m.mount_for(ds, ctr, path)
         assert mount.get("readOnly") is True
         sources = {s["configMap"]["name"]: s["configMap"] for s in vol["projected"]["sources"]}
@@ -153,8 +157,9 @@ def test_monitor_settings_line_up_with_the_volumes_and_the_plugin():
     assert mount["mountPath"] == opts["hook_path"] == vol["hostPath"]["path"]
     mount, vol = m.mount_for(ds, ctr, opts["device_config"])
     assert vol["configMap"]["name"] == "volcano-vgpu-device-config"
-    assert pathlib.PurePosixPath(opts["device_config"]).relative_to(mount["mountPath"]).as_posix() == \
-        "device-config.yaml"
+    assert (
+        pathlib.PurePosixPath(opts["device_config"]).relative_to(mount["mountPath"]).as_posix() == "device-config.yaml"
+    )
     # The monitor never needs the node config (config.md §6).
     assert m.mount_for(ds, ctr, "/config/config.json")[1]["name"] == "device-config"
 
@@ -191,6 +196,7 @@ def test_volcano_1_15_overlay_turns_the_handshake_on_and_changes_nothing_else():
     b = _resolve("plugin", _argv(base["plugin"]), _environ(base["plugin"]))
     o = _resolve("plugin", _argv(old["plugin"]), _environ(old["plugin"]))
     assert HandshakeMode.parse(o.handshake) is HandshakeMode.ON
-    assert {k: v for k, v in asdict(o).items() if k != "handshake"} == \
-        {k: v for k, v in asdict(b).items() if k != "handshake"}
+    assert {k: v for k, v in asdict(o).items() if k != "handshake"} == {
+        k: v for k, v in asdict(b).items() if k != "handshake"
+    }
     assert old["monitor"] == base["monitor"]

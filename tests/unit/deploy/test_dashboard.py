@@ -1,6 +1,7 @@
 """deploy/grafana/vgpu-dashboard.json: a well-formed Grafana dashboard whose queries name only
 families the monitor declares.  The integration test tests/integration/deploy compares the same
 names with a real scrape of `vgpu monitor`."""
+
 from __future__ import annotations
 
 import json
@@ -35,15 +36,18 @@ def queried_metrics(dash: dict | None = None) -> set[str]:
     return set().union(*(metric_names(q) for q in queries(dash or dashboard())))
 
 
-@pytest.mark.parametrize("expr, names", [
-    ('hami_host_gpu_memory_used_bytes{node=~"$node"}', {"hami_host_gpu_memory_used_bytes"}),
-    ('sum by (namespace, pod) (rate(foo_total{a="b(c)"}[5m]))', {"foo_total"}),
-    ("histogram_quantile(0.99, sum by (le) (rate(x_bucket[$__rate_interval])))", {"x_bucket"}),
-    ("a + on(device_uuid) group_left(node) (0 * b{node=~\"$node\"})", {"a", "b"}),
-    ("a / (b > 0) and on() vector(1) offset 5m", {"a", "b"}),
-    ('label_values(m1{namespace=~"$namespace"}, pod)', {"m1"}),
-    ("count(up) * 1e3 - 2", {"up"}),
-])
+@pytest.mark.parametrize(
+    "expr, names",
+    [
+        ('hami_host_gpu_memory_used_bytes{node=~"$node"}', {"hami_host_gpu_memory_used_bytes"}),
+        ('sum by (namespace, pod) (rate(foo_total{a="b(c)"}[5m]))', {"foo_total"}),
+        ("histogram_quantile(0.99, sum by (le) (rate(x_bucket[$__rate_interval])))", {"x_bucket"}),
+        ('a + on(device_uuid) group_left(node) (0 * b{node=~"$node"})', {"a", "b"}),
+        ("a / (b > 0) and on() vector(1) offset 5m", {"a", "b"}),
+        ('label_values(m1{namespace=~"$namespace"}, pod)', {"m1"}),
+        ("count(up) * 1e3 - 2", {"up"}),
+    ],
+)
 def test_metric_name_extraction(expr, names):
     assert metric_names(expr) == names
 

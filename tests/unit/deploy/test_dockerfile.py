@@ -8,6 +8,7 @@ excluded by .dockerignore, and nothing else of the repository (tests, virtualenv
 output) is sent; no HAMi-core source is vendored in the repository; the paths the image puts
 the hook files at are the ones the DaemonSet's postStart hook uses.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,13 @@ def df() -> dockerfile_mod.Dockerfile:
 
 
 def _tracked_files() -> list[str]:
-    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=m.REPO,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=m.REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [line for line in out.splitlines() if line]
 
 
@@ -51,11 +57,12 @@ def test_hami_core_is_fetched_at_a_pinned_commit_and_verified(df):
     assert pin and re.fullmatch(r"[0-9a-f]{7,40}", pin), f"HAMI_CORE_COMMIT must be a commit id, got {pin!r}"
     stage = df.stage("hamicore")
     args = stage.args()
-    assert "HAMI_CORE_COMMIT" in args and args["HAMI_CORE_COMMIT"] is None, \
+    assert "HAMI_CORE_COMMIT" in args and args["HAMI_CORE_COMMIT"] is None, (
         "the stage must inherit the one global pin, not repeat a default"
+    )
     assert args["HAMI_CORE_REPO"] == HAMI_CORE_URL
     run = stage.run_text()
-    assert 'git clone' in run and '"${HAMI_CORE_REPO}"' in run
+    assert "git clone" in run and '"${HAMI_CORE_REPO}"' in run
     assert 'git checkout --detach "${HAMI_CORE_COMMIT}"' in run
     assert "git rev-parse HEAD" in run, "the checked-out commit must be verified against the pin"
     assert "./build.sh" in run and "test -f build/libvgpu.so" in run
@@ -127,11 +134,21 @@ def test_every_copied_context_file_exists_and_is_not_dockerignored(df):
             assert not dockerfile_mod.dockerignore_excludes(ignore, f), f
 
 
-@pytest.mark.parametrize("path", [
-    ".venv/bin/python", "build/fakenvml/libnvidia-ml.so.1", "vgpu/_native.abi3.so", "vgpu/_native.c",
-    "tests/conftest.py", "benchmarks/conftest.py", ".git/HEAD", "vgpu/__pycache__/cli.cpython-311.pyc",
-    "native/fakenvml/fakenvml.c", "deploy/volcano-vgpu-device-plugin.yml",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".venv/bin/python",
+        "build/fakenvml/libnvidia-ml.so.1",
+        "vgpu/_native.abi3.so",
+        "vgpu/_native.c",
+        "tests/conftest.py",
+        "benchmarks/conftest.py",
+        ".git/HEAD",
+        "vgpu/__pycache__/cli.cpython-311.pyc",
+        "native/fakenvml/fakenvml.c",
+        "deploy/volcano-vgpu-device-plugin.yml",
+    ],
+)
 def test_dockerignore_keeps_local_artefacts_out(path):
     assert dockerfile_mod.dockerignore_excludes(DOCKERIGNORE.read_text(), path)
 

@@ -2,6 +2,7 @@
 and the commands it gives point at files that exist.  The failure ids are defined in
 docs/failures.md, one ``### <ID> — <title>`` heading each; every id the repository cites must be
 one of them."""
+
 from __future__ import annotations
 
 import re
@@ -13,9 +14,15 @@ FAILURES = m.REPO / "docs" / "failures.md"
 # The stable failure ids, in docs/failures.md's order.  Ids are never renumbered or dropped, so
 # losing one from the page is an error, not a silent change.
 KNOWN_FAILURE_IDS = (
-    [f"K-{i}" for i in range(1, 5)] + [f"R-{i}" for i in range(1, 8)] + [f"A-{i}" for i in range(1, 14)]
-    + [f"H-{i}" for i in range(1, 10)] + [f"M-{i}" for i in range(1, 13)] + [f"G-{i}" for i in range(1, 8)]
-    + [f"X-{i}" for i in range(1, 6)] + [f"S-{i}" for i in range(1, 9)] + [f"C-{i}" for i in range(1, 5)]
+    [f"K-{i}" for i in range(1, 5)]
+    + [f"R-{i}" for i in range(1, 8)]
+    + [f"A-{i}" for i in range(1, 14)]
+    + [f"H-{i}" for i in range(1, 10)]
+    + [f"M-{i}" for i in range(1, 13)]
+    + [f"G-{i}" for i in range(1, 8)]
+    + [f"X-{i}" for i in range(1, 6)]
+    + [f"S-{i}" for i in range(1, 9)]
+    + [f"C-{i}" for i in range(1, 5)]
 )
 # Where ids are cited: the repository's own text files (generated and binary files excluded).
 _CITING_DIRS = ("vgpu", "tests", "benchmarks", "deploy", "docs", "native", "hooks")

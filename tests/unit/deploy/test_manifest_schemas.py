@@ -5,6 +5,7 @@ fields, so a typo such as ``readinesProbe`` fails instead of being silently drop
 server.  The ServiceMonitor is a CRD without a shipped schema; its own test checks it against the
 Service it must select.
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,10 +42,15 @@ def test_schemas_cover_kubernetes_1_30_and_later():
 def test_rendered_kustomization_validates(kustomization, version):
     docs = m.render(kustomization)
     checked = _validate_all(docs, version)
-    assert {"ServiceAccount/volcano-device-plugin", "ClusterRole/volcano-device-plugin",
-            "ClusterRoleBinding/volcano-device-plugin", "ConfigMap/volcano-vgpu-device-config",
-            "ConfigMap/volcano-vgpu-node-config", "DaemonSet/volcano-device-plugin",
-            "Service/volcano-device-plugin-metrics"} == set(checked)
+    assert {
+        "ServiceAccount/volcano-device-plugin",
+        "ClusterRole/volcano-device-plugin",
+        "ClusterRoleBinding/volcano-device-plugin",
+        "ConfigMap/volcano-vgpu-device-config",
+        "ConfigMap/volcano-vgpu-node-config",
+        "DaemonSet/volcano-device-plugin",
+        "Service/volcano-device-plugin-metrics",
+    } == set(checked)
 
 
 @pytest.mark.parametrize("version", [VERSIONS[0], VERSIONS[-1]])

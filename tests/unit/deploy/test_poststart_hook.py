@@ -4,6 +4,7 @@ The image layout comes from deploy/Dockerfile (where hooks/ and libvgpu.so are c
 host's $HOOK_PATH is a temp dir.  The hook must leave libvgpu.so and ld.so.preload (content per
 hami-core.md §1) in $HOOK_PATH, and running it again (a container restart) must succeed.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,7 @@ def _run_hook(root, host_hook_path):
     cmd = ctr["lifecycle"]["postStart"]["exec"]["command"]
     env = {k: v for k, v in m.plain_env(ctr).items()}
     assert env["HOOK_PATH"] == "/usr/local/vgpu"
-    env["HOOK_PATH"] = str(host_hook_path)        # the hostPath, seen at the same path
+    env["HOOK_PATH"] = str(host_hook_path)  # the hostPath, seen at the same path
     env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
     argv = [cmd[0]] + [str(root / a.lstrip("/")) if a.startswith("/k8s-vgpu/") else a for a in cmd[1:]]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)

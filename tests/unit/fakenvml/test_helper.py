@@ -1,4 +1,5 @@
 """vgpu.sim.nvml.fakenvml: the helper that writes the fake NVML's config (no library calls)."""
+
 from __future__ import annotations
 
 import json
@@ -24,11 +25,19 @@ def test_device_capability_follows_the_model():
     assert fakenvml.device(0, utilization_gpu=40, xid_events=[79])["xid_events"] == [79]
 
 
-@pytest.mark.parametrize("name, capable", [
-    ("NVIDIA A30", True), ("NVIDIA RTX A3000 Laptop GPU", False), ("NVIDIA A100-SXM4-40GB", True),
-    ("NVIDIA A100-PCIE-80GB", True), ("NVIDIA H100 80GB HBM3", True), ("NVIDIA H200 141GB HBM3e", True),
-    ("NVIDIA H100 PCIe", False), ("Tesla V100-SXM2-32GB", False),
-])
+@pytest.mark.parametrize(
+    "name, capable",
+    [
+        ("NVIDIA A30", True),
+        ("NVIDIA RTX A3000 Laptop GPU", False),
+        ("NVIDIA A100-SXM4-40GB", True),
+        ("NVIDIA A100-PCIE-80GB", True),
+        ("NVIDIA H100 80GB HBM3", True),
+        ("NVIDIA H200 141GB HBM3e", True),
+        ("NVIDIA H100 PCIe", False),
+        ("Tesla V100-SXM2-32GB", False),
+    ],
+)
 def test_has_mig_table(name, capable):
     assert fakenvml.has_mig_table(name) is capable
 

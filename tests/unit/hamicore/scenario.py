@@ -3,6 +3,7 @@
 The standard writer-made scenario lives with the stand-ins (:mod:`vgpu.sim.hamicore.scenario`,
 the benchmarks use it too); its names are importable from here as well.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -41,9 +42,22 @@ def fixture_expected() -> dict:
 def assert_same(snap, ref: dict) -> None:
     """The native snapshot and the independent pure-Python decode agree on every value."""
     assert ref["error"] is None
-    for key in ("layout", "major_version", "minor_version", "file_size", "device_num", "device_num_raw",
-                "proc_num", "proc_num_raw", "live_procs", "skipped_slots", "utilization_switch", "recent_kernel", "priority",
-                "last_kernel_time"):
+    for key in (
+        "layout",
+        "major_version",
+        "minor_version",
+        "file_size",
+        "device_num",
+        "device_num_raw",
+        "proc_num",
+        "proc_num_raw",
+        "live_procs",
+        "skipped_slots",
+        "utilization_switch",
+        "recent_kernel",
+        "priority",
+        "last_kernel_time",
+    ):
         assert getattr(snap, key) == ref[key], key
     assert snap.limits == tuple(ref["limits"]) and snap.sm_limits == tuple(ref["sm_limits"])
     assert [d._asdict() for d in snap.devices] == ref["devices"]

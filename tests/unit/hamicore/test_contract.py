@@ -1,4 +1,5 @@
 """The container contract (volcano-protocol.md §5.3, hami-core.md §2–§3, decisions 5 and 7)."""
+
 from __future__ import annotations
 
 import random
@@ -8,8 +9,14 @@ import uuid
 import pytest
 
 from tests.unit.hamicore.scenario import MIB, UUIDS
-from vgpu.hamicore.contract import (ContainerContract, ContractError, DeviceGrant, Mount, build_container_contract,
-                                    cuda_disable_control_is_true)
+from vgpu.hamicore.contract import (
+    ContainerContract,
+    ContractError,
+    DeviceGrant,
+    Mount,
+    build_container_contract,
+    cuda_disable_control_is_true,
+)
 from vgpu.hamicore.limits import limits_from_env, parse_limit
 from vgpu.hamicore.paths import HostLayout, parse_container_dir_name
 from vgpu.hamicore.region import read_region
@@ -20,8 +27,12 @@ CACHE = "0b5d5f36-2f0e-4c4e-9a55-6f3f2b7c1d10"
 
 
 def build(**kw) -> ContainerContract:
-    args = dict(devices=[DeviceGrant(UUIDS[0], 3000, 50), DeviceGrant(UUIDS[1], 2048, 30)], pod_uid=POD,
-                container_name="trainer", cache_uuid=CACHE)
+    args = dict(
+        devices=[DeviceGrant(UUIDS[0], 3000, 50), DeviceGrant(UUIDS[1], 2048, 30)],
+        pod_uid=POD,
+        container_name="trainer",
+        cache_uuid=CACHE,
+    )
     args.update(kw)
     return build_container_contract(**args)
 
@@ -145,23 +156,26 @@ def test_the_contract_env_yields_the_intended_limits_in_a_region(tmp_path):
     assert snap.priority == 1  # we never set CUDA_TASK_PRIORITY
 
 
-@pytest.mark.parametrize("kw,needle", [
-    ({"devices": []}, "at least one GPU"),
-    ({"devices": [DeviceGrant(UUIDS[0], 1, 1)] * 2}, "listed twice"),
-    ({"devices": [DeviceGrant(f"GPU-{i}", 1, 1) for i in range(17)]}, "at most 16"),
-    ({"devices": [DeviceGrant("GPU-a,GPU-b", 1, 1)]}, "devices[0].uuid"),
-    ({"devices": [DeviceGrant("", 1, 1)]}, "devices[0].uuid"),
-    ({"devices": [DeviceGrant(UUIDS[0], -1, 1)]}, "devices[0].memory_mib"),
-    ({"devices": [DeviceGrant(UUIDS[0], 1.5, 1)]}, "devices[0].memory_mib"),
-    ({"devices": [DeviceGrant(UUIDS[0], 1, True)]}, "devices[0].cores"),
-    ({"memory_factor": 0}, "memory_factor"),
-    ({"gpu_core_policy": "Force"}, "gpuCorePolicy"),
-    ({"lib_cuda_log_level": -1}, "libCudaLogLevel"),
-    ({"pod_uid": "not-a-uid"}, "pod UID"),
-    ({"container_name": "Bad_Name"}, "DNS-1123"),
-    ({"cache_uuid": "../../etc/passwd"}, "cache_uuid"),
-    ({"hook_path": "relative/path"}, "hook_path"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        ({"devices": []}, "at least one GPU"),
+        ({"devices": [DeviceGrant(UUIDS[0], 1, 1)] * 2}, "listed twice"),
+        ({"devices": [DeviceGrant(f"GPU-{i}", 1, 1) for i in range(17)]}, "at most 16"),
+        ({"devices": [DeviceGrant("GPU-a,GPU-b", 1, 1)]}, "devices[0].uuid"),
+        ({"devices": [DeviceGrant("", 1, 1)]}, "devices[0].uuid"),
+        ({"devices": [DeviceGrant(UUIDS[0], -1, 1)]}, "devices[0].memory_mib"),
+        ({"devices": [DeviceGrant(UUIDS[0], 1.5, 1)]}, "devices[0].memory_mib"),
+        ({"devices": [DeviceGrant(UUIDS[0], 1, True)]}, "devices[0].cores"),
+        ({"memory_factor": 0}, "memory_factor"),
+        ({"gpu_core_policy": "Force"}, "gpuCorePolicy"),
+        ({"lib_cuda_log_level": -1}, "libCudaLogLevel"),
+        ({"pod_uid": "not-a-uid"}, "pod UID"),
+        ({"container_name": "Bad_Name"}, "DNS-1123"),
+        ({"cache_uuid": "../../etc/passwd"}, "cache_uuid"),
+        ({"hook_path": "relative/path"}, "hook_path"),
+    ],
+)
 def test_bad_input_names_the_field(kw, needle):
     with pytest.raises(ContractError) as info:
         build(**kw)

@@ -1,4 +1,5 @@
 """hooks/: the ld.so.preload content and the install script, run for real with /bin/sh."""
+
 from __future__ import annotations
 
 import os

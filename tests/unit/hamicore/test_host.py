@@ -1,4 +1,5 @@
 """prepare_container: the one host-side call of a hami-core Allocate (vgpu/hamicore/host.py)."""
+
 from __future__ import annotations
 
 import pathlib
@@ -23,8 +24,16 @@ def layout(tmp_path: pathlib.Path, *, files: bool = True) -> HostLayout:
 
 
 def prepare(lay: HostLayout, devices: list[DeviceGrant]):
-    return prepare_container(lay, devices=devices, pod_uid=POD, container_name="main", cuda_disable_control=None,
-                             gpu_core_policy="default", lib_cuda_log_level=None, memory_factor=1)
+    return prepare_container(
+        lay,
+        devices=devices,
+        pod_uid=POD,
+        container_name="main",
+        cuda_disable_control=None,
+        gpu_core_policy="default",
+        lib_cuda_log_level=None,
+        memory_factor=1,
+    )
 
 
 def test_contract_and_host_directories(tmp_path):

@@ -1,4 +1,5 @@
 """`vgpu inspect cache PATH` (text and --json) and the inspect form dispatch."""
+
 from __future__ import annotations
 
 import argparse
@@ -77,9 +78,12 @@ def test_forms_are_a_dispatch_table():
 
 
 def test_through_the_real_cli_process(real_fixtures):
-    out = subprocess.run([sys.executable, "-m", "vgpu", "inspect", "cache",
-                          str(real_fixtures["v1.2-empty.cache.gz"]), "--json"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "vgpu", "inspect", "cache", str(real_fixtures["v1.2-empty.cache.gz"]), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["limits"] == [4 * 2**30] * 16 and doc["sm_limits"] == [100] * 16 and doc["live_procs"] == 0

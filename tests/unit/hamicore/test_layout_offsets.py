@@ -1,6 +1,7 @@
 """The region layouts, three ways: the spec's tables (transcribed here), the C structs that the
 native reader uses (compiled into a small program that prints offsetof/sizeof), and the Python
 table the writer and the reference decoder use.  All three must agree."""
+
 from __future__ import annotations
 
 import os
@@ -55,15 +56,28 @@ SPEC_DEVUTIL_SIZE = {"v0": 24, "v1": 48}
 SPEC_FILE_SIZES = {"original": 804_681, "v0": 1_197_897, "v1": 2_008_953, "interim": 2_008_985}
 
 LAYOUT_NAMES = ("original", "v0", "v1", "interim")
-C_REGION = {"original": "vgpu_region_original_t", "v0": "vgpu_region_v0_t", "v1": "vgpu_region_v1_t",
-            "interim": "vgpu_region_interim_t"}
-C_SLOT = {"original": "vgpu_slot_original_t", "v0": "vgpu_slot_v0_t", "v1": "vgpu_slot_v1_t",
-          "interim": "vgpu_slot_interim_t"}
+C_REGION = {
+    "original": "vgpu_region_original_t",
+    "v0": "vgpu_region_v0_t",
+    "v1": "vgpu_region_v1_t",
+    "interim": "vgpu_region_interim_t",
+}
+C_SLOT = {
+    "original": "vgpu_slot_original_t",
+    "v0": "vgpu_slot_v0_t",
+    "v1": "vgpu_slot_v1_t",
+    "interim": "vgpu_slot_interim_t",
+}
 
 
 def _c_program() -> str:
-    lines = ['#include <stdio.h>', '#include "region.h"', '#define P(t, f) printf("%s.%s=%zu\\n", #t, #f, offsetof(t, f))',
-             '#define S(t) printf("%s.sizeof=%zu\\n", #t, sizeof(t))', "int main(void) {"]
+    lines = [
+        "#include <stdio.h>",
+        '#include "region.h"',
+        '#define P(t, f) printf("%s.%s=%zu\\n", #t, #f, offsetof(t, f))',
+        '#define S(t) printf("%s.sizeof=%zu\\n", #t, sizeof(t))',
+        "int main(void) {",
+    ]
     for k, name in enumerate(LAYOUT_NAMES):
         for field, offs in SPEC_REGION.items():
             if field != "sizeof" and offs[k] is not None:
@@ -126,14 +140,27 @@ def test_python_table_matches_the_spec_tables(k, spec):
     assert (spec.off_sm_init_flag, spec.off_owner_pid, spec.off_sem) == (r["sm_init_flag"], r["owner_pid"], r["sem"])
     assert spec.off_sem_postinit == r["sem_postinit"]
     assert (spec.off_device_num, spec.off_uuids, spec.off_limit, spec.off_sm_limit, spec.off_procs) == (
-        r["device_num"], r["uuids"], r["limit"], r["sm_limit"], r["procs"])
+        r["device_num"],
+        r["uuids"],
+        r["limit"],
+        r["sm_limit"],
+        r["procs"],
+    )
     assert (spec.off_proc_num, spec.off_utilization_switch, spec.off_recent_kernel, spec.off_priority) == (
-        r["proc_num"], r["utilization_switch"], r["recent_kernel"], r["priority"])
+        r["proc_num"],
+        r["utilization_switch"],
+        r["recent_kernel"],
+        r["priority"],
+    )
     assert spec.off_last_kernel_time == r["last_kernel_time"]
     assert spec.has_version == (r["major_version"] is not None)
     assert spec.slot_size == s["sizeof"]
     assert (spec.slot_used, spec.slot_monitorused, spec.slot_util, spec.slot_status) == (
-        s["used"], s["monitorused"], s["device_util"], s["status"])
+        s["used"],
+        s["monitorused"],
+        s["device_util"],
+        s["status"],
+    )
     assert spec.slot_seqlock == s["seqlock"]
     assert spec.used_size == (40 if k < 2 else 64)
     assert spec.util_size == (0 if k == 0 else 24 if k == 1 else 48)
@@ -152,7 +179,10 @@ def test_address_formulas_follow_the_spec_example():
 
 def test_layout_identification_is_by_size_only():
     assert {size: layouts.spec_for_size(size).layout for size in SPEC_FILE_SIZES.values()} == {
-        804_681: layouts.Layout.ORIGINAL, 1_197_897: layouts.Layout.V0, 2_008_953: layouts.Layout.V1,
-        2_008_985: layouts.Layout.INTERIM}
+        804_681: layouts.Layout.ORIGINAL,
+        1_197_897: layouts.Layout.V0,
+        2_008_953: layouts.Layout.V1,
+        2_008_985: layouts.Layout.INTERIM,
+    }
     for size in (0, 804_680, 804_682, 2_008_952, 2_008_954, 2_008_984, 2_008_986):
         assert layouts.spec_for_size(size) is None

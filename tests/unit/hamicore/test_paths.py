@@ -1,4 +1,5 @@
 """Host directory layout and what Allocate prepares on the host (hami-core.md §1, §2.3)."""
+
 from __future__ import annotations
 
 import os
@@ -7,9 +8,17 @@ import threading
 
 import pytest
 
-from vgpu.hamicore.paths import (LD_SO_PRELOAD_CONTENT, HamiCoreFilesMissing, HostLayout, HostPathError,
-                                 check_hami_core_files, container_dir_name, ensure_ld_so_preload,
-                                 parse_container_dir_name, prepare_container_dir)
+from vgpu.hamicore.paths import (
+    LD_SO_PRELOAD_CONTENT,
+    HamiCoreFilesMissing,
+    HostLayout,
+    HostPathError,
+    check_hami_core_files,
+    container_dir_name,
+    ensure_ld_so_preload,
+    parse_container_dir_name,
+    prepare_container_dir,
+)
 
 POD = "7f3c1a52-9d2e-4b7a-8c1e-0a1b2c3d4e5f"
 
@@ -28,11 +37,20 @@ def test_layout_paths():
     assert lay.host_cache_file(POD, "c", "u") == f"/usr/local/vgpu/containers/{POD}_c/u.cache"
 
 
-@pytest.mark.parametrize("name,parsed", [
-    (f"{POD}_main", (POD, "main")), (f"{POD}_a-b-9", (POD, "a-b-9")), (f"{POD}_", None), (f"{POD}_-x", None),
-    (f"{POD}_UPPER", None), ("short_main", None), (f"{POD}_main_x", None), (f"{POD}_{'a' * 64}", None),
-    (f"{POD}_{'a' * 63}", (POD, "a" * 63)),
-])
+@pytest.mark.parametrize(
+    "name,parsed",
+    [
+        (f"{POD}_main", (POD, "main")),
+        (f"{POD}_a-b-9", (POD, "a-b-9")),
+        (f"{POD}_", None),
+        (f"{POD}_-x", None),
+        (f"{POD}_UPPER", None),
+        ("short_main", None),
+        (f"{POD}_main_x", None),
+        (f"{POD}_{'a' * 64}", None),
+        (f"{POD}_{'a' * 63}", (POD, "a" * 63)),
+    ],
+)
 def test_parse_container_dir_name(name, parsed):
     assert parse_container_dir_name(name) == parsed
 
@@ -151,7 +169,7 @@ def test_concurrent_readers_see_old_or_new_preload_only(layout):
             with open(bad, "w") as f:
                 f.write(old)
             os.replace(bad, layout.ld_so_preload)  # an outdated file appears (atomically) ...
-            assert ensure_ld_so_preload(layout)    # ... and we restore it
+            assert ensure_ld_so_preload(layout)  # ... and we restore it
     finally:
         stop.set()
         t.join()

@@ -7,6 +7,7 @@ its message, and (3) anything that decodes agrees value for value with that deco
 are re-read between batches and must still decode to their exact values.  Seeds are fixed, so
 a failure reproduces.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,7 +62,7 @@ class Subject:
             os.pwrite(fd, data, offset)
         finally:
             os.close(fd)
-        self.mirror[offset:offset + len(data)] = data
+        self.mirror[offset : offset + len(data)] = data
 
     def resize(self, size: int) -> None:
         os.truncate(self.path, size)
@@ -77,10 +78,11 @@ class Subject:
             self.resize(len(self.original))
             if old < len(self.original):
                 self.write(old, self.original[old:])
-        diff = [i for i in range(0, len(self.original), 4096)
-                if self.mirror[i:i + 4096] != self.original[i:i + 4096]]
+        diff = [
+            i for i in range(0, len(self.original), 4096) if self.mirror[i : i + 4096] != self.original[i : i + 4096]
+        ]
         for i in diff:
-            self.write(i, self.original[i:i + 4096])
+            self.write(i, self.original[i : i + 4096])
         assert self.mirror == self.original
 
 
@@ -142,12 +144,21 @@ def _interesting(rng: random.Random, spec: layouts.LayoutSpec, proc_num: int) ->
     i = rng.randrange(max(1, min(proc_num, 1024)) + 1)  # a live slot or the first dead one
     d = rng.randrange(16)
     choices = [
-        (0, 4), (spec.off_sm_init_flag, 4), (spec.off_device_num, 8),
+        (0, 4),
+        (spec.off_sm_init_flag, 4),
+        (spec.off_device_num, 8),
         (spec.off_uuids + d * 96 + rng.randrange(96), rng.choice([1, 4, 8])),
-        (spec.off_limit + 8 * d, 8), (spec.off_sm_limit + 8 * d, 8),
-        (spec.off_proc_num, 4), (spec.off_utilization_switch, 4), (spec.off_recent_kernel, 4),
-        (spec.off_priority, 4), (spec.slot(i), 4), (spec.slot(i) + 4, 4), (spec.slot(i) + spec.slot_status, 4),
-        (spec.used(i, d) + 8 * rng.randrange(5), 8), (spec.monitorused(i, d), 8),
+        (spec.off_limit + 8 * d, 8),
+        (spec.off_sm_limit + 8 * d, 8),
+        (spec.off_proc_num, 4),
+        (spec.off_utilization_switch, 4),
+        (spec.off_recent_kernel, 4),
+        (spec.off_priority, 4),
+        (spec.slot(i), 4),
+        (spec.slot(i) + 4, 4),
+        (spec.slot(i) + spec.slot_status, 4),
+        (spec.used(i, d) + 8 * rng.randrange(5), 8),
+        (spec.monitorused(i, d), 8),
         (rng.randrange(spec.struct_size + 1), rng.randrange(1, 17)),
     ]
     if spec.has_version:
@@ -185,11 +196,25 @@ def test_fuzz_truncated_and_oversized(subjects):
     rng = random.Random(5002)
     for case in range(N_RESIZE):
         s = rng.choice(subjects)
-        size = rng.choice([
-            0, 1, 3, 4, 7, 1847, 1856, 1888, rng.randrange(0, 2_100_000),
-            len(s.original) - 1, len(s.original) + 1, len(s.original) - rng.randrange(1, 4096),
-            len(s.original) + rng.randrange(1, 4096), rng.choice(KNOWN_SIZES), 2**33 + rng.randrange(1000),
-        ])
+        size = rng.choice(
+            [
+                0,
+                1,
+                3,
+                4,
+                7,
+                1847,
+                1856,
+                1888,
+                rng.randrange(0, 2_100_000),
+                len(s.original) - 1,
+                len(s.original) + 1,
+                len(s.original) - rng.randrange(1, 4096),
+                len(s.original) + rng.randrange(1, 4096),
+                rng.choice(KNOWN_SIZES),
+                2**33 + rng.randrange(1000),
+            ]
+        )
         if size > 3_000_000:  # sparse and huge: rejected by size before any read
             os.truncate(s.path, size)
             with pytest.raises(RegionError) as info:
@@ -243,8 +268,10 @@ class _Timeout(Exception):
 @contextmanager
 def deadline(seconds: float) -> Iterator[None]:
     """Fail (instead of hanging forever) if the body blocks, e.g. an open() on a FIFO."""
+
     def on_alarm(signum, frame):
         raise _Timeout(f"blocked for more than {seconds} s")
+
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -258,8 +285,7 @@ def test_fuzz_file_kinds(subjects, tmp_path):
     rng = random.Random(5005)
     good = subjects[3]  # v1.2
     (tmp_path / "adir").mkdir()
-    kinds = ["symlink-file", "symlink-dir", "symlink-dangling", "symlink-fifo", "dir", "fifo", "socket",
-             "hardlink"]
+    kinds = ["symlink-file", "symlink-dir", "symlink-dangling", "symlink-fifo", "dir", "fifo", "socket", "hardlink"]
     seen = dict.fromkeys(kinds, 0)
     sockets = []
     try:
@@ -294,9 +320,16 @@ def test_fuzz_file_kinds(subjects, tmp_path):
                 except RegionError as exc:
                     assert str(exc).startswith(f"{name}: ")
                     result = exc.code.name
-            want = {"symlink-file": "SYMLINK", "symlink-dir": "SYMLINK", "symlink-dangling": "SYMLINK",
-                    "symlink-fifo": "SYMLINK", "dir": "NOT_REGULAR", "fifo": "NOT_REGULAR",
-                    "socket": "NOT_REGULAR", "hardlink": "decoded"}[kind]
+            want = {
+                "symlink-file": "SYMLINK",
+                "symlink-dir": "SYMLINK",
+                "symlink-dangling": "SYMLINK",
+                "symlink-fifo": "SYMLINK",
+                "dir": "NOT_REGULAR",
+                "fifo": "NOT_REGULAR",
+                "socket": "NOT_REGULAR",
+                "hardlink": "decoded",
+            }[kind]
             assert result == want, (kind, result)
             if result == "decoded":
                 assert_same(snap, good.expected)  # a hard link is a regular file: nothing to tell apart
@@ -360,8 +393,9 @@ def test_fuzz_garbage_blocks(subjects):
         s = rng.choice(subjects)
         spec = layouts.spec_for_size(len(s.mirror))
         for _ in range(rng.randint(1, 3)):
-            where = rng.choice([0, spec.off_uuids, spec.off_procs, spec.off_proc_num - 512,
-                                rng.randrange(len(s.mirror))])
+            where = rng.choice(
+                [0, spec.off_uuids, spec.off_procs, spec.off_proc_num - 512, rng.randrange(len(s.mirror))]
+            )
             s.write(where, rng.randbytes(rng.randint(1, 4096)))
         if rng.random() < 0.7:  # keep the magic (and version) valid to reach the deeper checks
             s.write(0, s.original[:12])

@@ -1,4 +1,5 @@
 """Golden decoding: HAMi-core's own files and writer-made files for every layout."""
+
 from __future__ import annotations
 
 import gzip
@@ -16,6 +17,7 @@ EXPECTED = scenario.fixture_expected()
 
 
 # ---- the real files written by HAMi-core (tests/fixtures/hami-core) ---------------------------
+
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_real_hami_core_file_header_decodes_to_expected(real_fixtures, name):
@@ -44,15 +46,32 @@ def test_real_hami_core_file_slots_decode_to_expected(real_fixtures, name):
         assert region.read().proc_num == len(exp["slots"])
         slots = [region.read_slot(i) for i in range(len(exp["slots"]))]  # all 16 devices
     for got, want in zip(slots, exp["slots"], strict=True):
-        assert (got.pid, got.hostpid, got.status, got.seqlock) == (want["pid"], want["hostpid"], want["status"],
-                                                                   want["seqlock"])
+        assert (got.pid, got.hostpid, got.status, got.seqlock) == (
+            want["pid"],
+            want["hostpid"],
+            want["status"],
+            want["seqlock"],
+        )
         assert got.consistent and got.in_use == (want["pid"] != 0 and want["status"] != 0)
         for d, wd in enumerate(want["devices"]):
             gd = got.devices[d]
-            assert (gd.context_bytes, gd.module_bytes, gd.data_bytes, gd.offset_bytes, gd.total_bytes,
-                    gd.monitor_used_bytes, gd.sm_util) == (
-                wd["context_size"], wd["module_size"], wd["data_size"], wd["offset"], wd["total"],
-                wd["monitorused"], wd["sm_util"])
+            assert (
+                gd.context_bytes,
+                gd.module_bytes,
+                gd.data_bytes,
+                gd.offset_bytes,
+                gd.total_bytes,
+                gd.monitor_used_bytes,
+                gd.sm_util,
+            ) == (
+                wd["context_size"],
+                wd["module_size"],
+                wd["data_size"],
+                wd["offset"],
+                wd["total"],
+                wd["monitorused"],
+                wd["sm_util"],
+            )
 
 
 def test_real_empty_file_reports_unlimited_sm_and_no_processes(real_fixtures):
@@ -91,11 +110,16 @@ def test_reference_decoder_agrees_on_real_files(real_fixtures):
 
 # ---- the writer reproduces HAMi-core byte for byte ---------------------------------------------
 
+
 def _replay_fixture(path, *, after_exit: bool) -> bytes:
     """Drive the writer through the same calls HAMi-core's driver made (fixtures README)."""
     now = EXPECTED["v1.2-four-processes.cache.gz"]["last_kernel_time"]
-    env = {"CUDA_DEVICE_MEMORY_LIMIT_0": "3000m", "CUDA_DEVICE_MEMORY_LIMIT_1": "2g",
-           "CUDA_DEVICE_SM_LIMIT": "50", "CUDA_TASK_PRIORITY": "0"}
+    env = {
+        "CUDA_DEVICE_MEMORY_LIMIT_0": "3000m",
+        "CUDA_DEVICE_MEMORY_LIMIT_1": "2g",
+        "CUDA_DEVICE_SM_LIMIT": "50",
+        "CUDA_TASK_PRIORITY": "0",
+    }
     with RegionWriter.create(path, "v1.2", env=env, now=now) as w:
         w.init_devices([u for u in EXPECTED["v1.2-four-processes.cache.gz"]["uuids"]])
         for slot in EXPECTED["v1.2-four-processes.cache.gz"]["slots"]:
@@ -119,15 +143,17 @@ def _replay_fixture(path, *, after_exit: bool) -> bytes:
 def test_writer_reproduces_the_real_empty_file_byte_for_byte(tmp_path, real_fixtures):
     now = EXPECTED["v1.2-empty.cache.gz"]["last_kernel_time"]
     path = tmp_path / "empty.cache"
-    with RegionWriter.create(path, "v1.2", env={"CUDA_DEVICE_MEMORY_LIMIT": "4g", "CUDA_DEVICE_SM_LIMIT": "0"},
-                             now=now) as w:
+    with RegionWriter.create(
+        path, "v1.2", env={"CUDA_DEVICE_MEMORY_LIMIT": "4g", "CUDA_DEVICE_SM_LIMIT": "0"}, now=now
+    ) as w:
         w.attach(4242, now=now)  # shrreg_tool's own process, which then exits normally
         w.detach(4242)
     assert path.read_bytes() == real_fixtures["v1.2-empty.cache.gz"].read_bytes()
 
 
-@pytest.mark.parametrize("after_exit,name", [(False, "v1.2-four-processes.cache.gz"),
-                                             (True, "v1.2-after-exit.cache.gz")])
+@pytest.mark.parametrize(
+    "after_exit,name", [(False, "v1.2-four-processes.cache.gz"), (True, "v1.2-after-exit.cache.gz")]
+)
 def test_writer_reproduces_the_real_process_files_byte_for_byte(tmp_path, real_fixtures, after_exit, name):
     ours = _replay_fixture(tmp_path / "r.cache", after_exit=after_exit)
     assert ours == real_fixtures[name].read_bytes()
@@ -161,6 +187,7 @@ def test_existing_file_keeps_its_limits(tmp_path):
 
 
 # ---- writer-made files, every layout ------------------------------------------------------------
+
 
 @pytest.mark.parametrize("variant", scenario.VARIANTS)
 def test_writer_files_decode_to_the_expected_numbers(tmp_path, variant):

@@ -6,6 +6,7 @@ honest if it computes exactly what the native reader computes, so every field is
 but ``preads`` and ``bytes_read``, which describe the cost) on the writer-made layouts, the
 real HAMi-core files and a thousand seeded mutations of them.
 """
+
 from __future__ import annotations
 
 import random
@@ -47,10 +48,14 @@ def assert_same_result(path) -> RegionSnapshot | str:
 @pytest.fixture(scope="module")
 def subjects(tmp_path_factory) -> list[Subject]:
     base = tmp_path_factory.mktemp("pyreader")
-    out = [Subject(base / f"{v}.cache", scenario.standard_region(base / f"{v}.src", v).read_bytes(), v)
-           for v in scenario.VARIANTS]
-    out += [Subject(base / f"real-{name}.cache", path.read_bytes(), name)
-            for name, path in scenario.fixture_paths(base).items()]
+    out = [
+        Subject(base / f"{v}.cache", scenario.standard_region(base / f"{v}.src", v).read_bytes(), v)
+        for v in scenario.VARIANTS
+    ]
+    out += [
+        Subject(base / f"real-{name}.cache", path.read_bytes(), name)
+        for name, path in scenario.fixture_paths(base).items()
+    ]
     return out
 
 
@@ -62,7 +67,8 @@ def test_same_snapshots_on_every_layout_and_real_file(subjects):
         assert isinstance(snap, RegionSnapshot), s.label
         if s.label in scenario.VARIANTS:
             assert [d._asdict() for d in snap.devices] == [
-                dict(d, sm_util=d["sm_util"] if snap.has_util else 0) for d in scenario.STANDARD_EXPECTED["devices"]]
+                dict(d, sm_util=d["sm_util"] if snap.has_util else 0) for d in scenario.STANDARD_EXPECTED["devices"]
+            ]
 
 
 def test_same_snapshots_and_errors_on_mutated_files(subjects):
@@ -85,4 +91,3 @@ def test_same_snapshots_and_errors_on_mutated_files(subjects):
     # Both readers must have been compared on clean decodes, on anomalies and on errors.
     assert outcomes.get("decoded", 0) > 100 and outcomes.get("decoded with anomalies", 0) > 20, outcomes
     assert {"MAGIC", "SIZE"} <= outcomes.keys(), outcomes
-

@@ -1,4 +1,5 @@
 """Reader behaviour on hostile and changing files, the seqlock, and the two feedback writes."""
+
 from __future__ import annotations
 
 import logging
@@ -42,6 +43,7 @@ def v12(tmp_path):
 
 
 # ---- what is not a region ----------------------------------------------------------------------
+
 
 def test_missing_file(tmp_path):
     assert _error(tmp_path / "nope.cache").code is RegionErrorCode.NOT_FOUND
@@ -152,6 +154,7 @@ def test_unknown_minor_reads_as_v12_and_warns_once(v12, caplog):
 
 # ---- counts out of range ------------------------------------------------------------------------
 
+
 def test_huge_device_num_is_clamped(v12):
     _poke(v12, layouts.V1.off_device_num, "<Q", 2**63)
     snap = read_region(v12)
@@ -198,6 +201,7 @@ def test_sums_saturate_instead_of_wrapping(v12):
 
 # ---- cost follows live slots --------------------------------------------------------------------
 
+
 def expected_preads(variant: str, proc_num: int) -> int:
     """Reads per decode (region.c): tail, header + first batch, then per batch of 8 slots
     one pread, plus the seqlock words before and after it on v1.2 (the first batch's "before"
@@ -224,7 +228,7 @@ def expected_bytes(variant: str, spec: layouts.LayoutSpec, proc_num: int, hinted
 def test_reads_only_header_tail_and_live_slots(tmp_path, variant):
     path = scenario.standard_region(tmp_path / "r.cache", variant)
     with Region.open(path) as region:
-        first = region.read()   # layout unknown: fstat + tail
+        first = region.read()  # layout unknown: fstat + tail
         second = region.read()  # layout known: the tail read also proves the size
     spec = layouts.SPECS[first.layout]
     assert first.preads == second.preads == expected_preads(variant, 5)
@@ -256,6 +260,7 @@ def test_cost_grows_with_live_slots_only(tmp_path, live):
 
 
 # ---- files that change under the reader ---------------------------------------------------------
+
 
 def test_truncated_while_tracked_then_restored(v12):
     with Region.open(v12) as region:
@@ -303,8 +308,11 @@ def test_concurrent_truncation_never_escapes_as_anything_but_region_error(tmp_pa
                     seen.add("ok")
                     assert snap.file_size == 2_008_953
                 except RegionError as exc:
-                    assert exc.code in (RegionErrorCode.SIZE, RegionErrorCode.SHORT_READ,
-                                        RegionErrorCode.UNINITIALISED), exc
+                    assert exc.code in (
+                        RegionErrorCode.SIZE,
+                        RegionErrorCode.SHORT_READ,
+                        RegionErrorCode.UNINITIALISED,
+                    ), exc
                     seen.add(exc.code.name)
     finally:
         child.kill()
@@ -313,6 +321,7 @@ def test_concurrent_truncation_never_escapes_as_anything_but_region_error(tmp_pa
 
 
 # ---- seqlock --------------------------------------------------------------------------------------
+
 
 def test_slot_held_odd_is_skipped_and_reported(v12):
     with RegionWriter.create(v12, "v1.2", env=scenario.ENV) as w:
@@ -390,8 +399,11 @@ def test_seqlock_gives_consistent_copies_under_a_concurrent_writer(tmp_path):
 # ---- feedback writes -----------------------------------------------------------------------------
 
 FEEDBACK_OFFSETS = {  # monitor-metrics.md §5
-    "original": (804_668, 804_672), "v0": (1_197_884, 1_197_888), "v1.1": (2_008_900, 2_008_904),
-    "v1.2": (2_008_900, 2_008_904), "interim": (2_008_932, 2_008_936),
+    "original": (804_668, 804_672),
+    "v0": (1_197_884, 1_197_888),
+    "v1.1": (2_008_900, 2_008_904),
+    "v1.2": (2_008_900, 2_008_904),
+    "interim": (2_008_932, 2_008_936),
 }
 
 
@@ -438,18 +450,21 @@ def test_feedback_write_needs_a_writable_open_and_an_int32(v12):
             region.write_recent_kernel(Layout.V1, 2**31)
 
 
-@pytest.mark.parametrize("call", [
-    lambda r, p: Region.open(None),
-    lambda r, p: Region.open(123.5),
-    lambda r, p: Region.open(str(p) + "\0x"),
-    lambda r, p: Region.open(p, dir_fd="x"),
-    lambda r, p: Region.open(p.name, dir_fd=987654),
-    lambda r, p: r.read_slot(1024),
-    lambda r, p: r.read_slot("0"),
-    lambda r, p: r.write_recent_kernel(Layout.V1, "1"),
-    lambda r, p: r.write_recent_kernel(99, 1),
-    lambda r, p: r.write_utilization_switch(Layout.V1, True),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda r, p: Region.open(None),
+        lambda r, p: Region.open(123.5),
+        lambda r, p: Region.open(str(p) + "\0x"),
+        lambda r, p: Region.open(p, dir_fd="x"),
+        lambda r, p: Region.open(p.name, dir_fd=987654),
+        lambda r, p: r.read_slot(1024),
+        lambda r, p: r.read_slot("0"),
+        lambda r, p: r.write_recent_kernel(Layout.V1, "1"),
+        lambda r, p: r.write_recent_kernel(99, 1),
+        lambda r, p: r.write_utilization_switch(Layout.V1, True),
+    ],
+)
 def test_misuse_is_a_region_error_too(v12, call):
     with Region.open(v12, writable=True) as region:
         with pytest.raises(RegionError) as info:
@@ -468,6 +483,7 @@ def test_closed_region_raises_region_error(v12):
 
 def test_region_fd_is_close_on_exec_and_never_blocks(v12):
     import fcntl
+
     with Region.open(v12) as region:
         assert fcntl.fcntl(region.fileno(), fcntl.F_GETFD) & fcntl.FD_CLOEXEC
         assert region.stat().st_size == 2_008_953

@@ -4,6 +4,7 @@
 The scheduler side is played by writing the six §3.2 keys exactly as Volcano master does
 (annotations carried on the Binding), through ``vgpu.protocol.scheduler_allocation``.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -34,9 +35,18 @@ UUIDS = [f"GPU-{i:08x}-1111-2222-3333-44444444444{i}" for i in range(4)]
 
 
 def gpu(i: int, name: str = "NVIDIA A100-SXM4-80GB", mib: int = 81920, pci: str | None = None) -> GpuInfo:
-    return GpuInfo(index=i, uuid=UUIDS[i], name=name, memory_total_mib=mib, minor=i,
-                   pci_bus_id=pci or f"00000000:{0x07 + i:02X}:00.0", numa_node=0, compute_capability=(8, 0),
-                   mig_capable=True, mig_mode=False)
+    return GpuInfo(
+        index=i,
+        uuid=UUIDS[i],
+        name=name,
+        memory_total_mib=mib,
+        minor=i,
+        pci_bus_id=pci or f"00000000:{0x07 + i:02X}:00.0",
+        numa_node=0,
+        compute_capability=(8, 0),
+        mig_capable=True,
+        mig_mode=False,
+    )
 
 
 def dev(i: int, mem: int = 1000, cores: int = 0) -> ContainerDevice:
@@ -59,20 +69,28 @@ class Sim:
     def store(self):
         return self.api.store
 
-    def schedule(self, name: str, containers: list[dict[str, Any]], devices: Sequence[Sequence[ContainerDevice]],
-                 *, vgpu_time: int | None = None, init: list[dict[str, Any]] = (), namespace: str = "default",
-                 lock: bool = False) -> dict[str, Any]:
+    def schedule(
+        self,
+        name: str,
+        containers: list[dict[str, Any]],
+        devices: Sequence[Sequence[ContainerDevice]],
+        *,
+        vgpu_time: int | None = None,
+        init: list[dict[str, Any]] = (),
+        namespace: str = "default",
+        lock: bool = False,
+    ) -> dict[str, Any]:
         """Create a pod and bind it with the scheduler's six keys (Volcano master style)."""
-        self.store.create("pods", pod_manifest(name, containers, namespace=namespace, init_containers=init),
-                          namespace)
+        self.store.create("pods", pod_manifest(name, containers, namespace=namespace, init_containers=init), namespace)
         t = self.clock[0] if vgpu_time is None else vgpu_time
         ann = scheduler_allocation(NODE, devices, t)
         if lock:
             self.set_lock()
         return self.store.bind(namespace, name, NODE, ann)
 
-    def bind_raw(self, name: str, containers: list[dict[str, Any]], annotations: dict[str, str],
-                 namespace: str = "default") -> dict[str, Any]:
+    def bind_raw(
+        self, name: str, containers: list[dict[str, Any]], annotations: dict[str, str], namespace: str = "default"
+    ) -> dict[str, Any]:
         self.store.create("pods", pod_manifest(name, containers, namespace=namespace), namespace)
         return self.store.bind(namespace, name, NODE, annotations)
 
@@ -101,8 +119,13 @@ class Sim:
     def preferred(self, size: int, available: Sequence[str] | None = None) -> list[str]:
         m = self.managers[ResourceKind.NUMBER]
         avail = list(available) if available is not None else [i for i, _ in m.devices()]
-        req = pb.PreferredAllocationRequest(container_requests=[pb.ContainerPreferredAllocationRequest(
-            available_deviceIDs=avail, must_include_deviceIDs=[], allocation_size=size)])
+        req = pb.PreferredAllocationRequest(
+            container_requests=[
+                pb.ContainerPreferredAllocationRequest(
+                    available_deviceIDs=avail, must_include_deviceIDs=[], allocation_size=size
+                )
+            ]
+        )
         return list(self.allocator.preferred_allocation(m, req).container_responses[0].deviceIDs)
 
     def events(self, reason: str | None = None) -> list[dict[str, Any]]:
@@ -117,8 +140,9 @@ def make_config(**device: Any) -> EffectiveConfig:
 def sim_factory(tmp_path: pathlib.Path) -> Iterator[Any]:
     made: list[Sim] = []
 
-    def make(gpus: Sequence[GpuInfo] | None = None, cfg: EffectiveConfig | None = None,
-             with_libvgpu: bool = True) -> Sim:
+    def make(
+        gpus: Sequence[GpuInfo] | None = None, cfg: EffectiveConfig | None = None, with_libvgpu: bool = True
+    ) -> Sim:
         api = ApiServer(bookmark_interval=0.5).start()
         api.store.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
         client = KubeClient(api.client_configuration())
@@ -134,9 +158,16 @@ def sim_factory(tmp_path: pathlib.Path) -> Iterator[Any]:
             (hook / "libvgpu.so").write_bytes(b"fake")
         (hook / "ld.so.preload").write_text("/usr/local/vgpu/libvgpu.so")
         retry = RetryQueue(first_delay=0.02, max_delay=0.2).start()
-        allocator = VolcanoAllocator(node_name=NODE, client=client, pods=cache, config=lambda: cfg,
-                                     hook_path=str(hook), vgpulock_dir=str(tmp_path / "vgpulock"), retry=retry,
-                                     sleep=lambda _s: None)
+        allocator = VolcanoAllocator(
+            node_name=NODE,
+            client=client,
+            pods=cache,
+            config=lambda: cfg,
+            hook_path=str(hook),
+            vgpulock_dir=str(tmp_path / "vgpulock"),
+            retry=retry,
+            sleep=lambda _s: None,
+        )
         sim = Sim(api, client, cache, allocator, managers, health, hook, retry)
         made.append(sim)
         return sim

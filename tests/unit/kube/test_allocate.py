@@ -1,4 +1,5 @@
 """VolcanoAllocator (volcano-protocol.md §5) in process, against the simulated API server over HTTP."""
+
 from __future__ import annotations
 
 import os
@@ -30,17 +31,18 @@ def assert_failed(sim, name: str, message_part: str) -> None:
     ann = sim.annotations(name)
     assert ann[keys.BIND_PHASE] == "failed"
     assert ann[keys.VGPU_TIME] == keys.VGPU_TIME_DONE
-    msgs = [e["message"] for e in sim.events(ev.REASON_ALLOCATION_FAILED)
-            if e["involvedObject"]["name"] == name]
+    msgs = [e["message"] for e in sim.events(ev.REASON_ALLOCATION_FAILED) if e["involvedObject"]["name"] == name]
     assert any(message_part in m for m in msgs), msgs
     assert "hamivgpu" not in sim.node_annotations()
 
 
 def test_worked_example_section_6(sim):
     """§6: side (no GPU), c1 (2 GPUs 3000/30), c2 (1 GPU 2000): segment k → k-th vGPU container."""
-    ctrs = [{"name": "side", "env": {"CUDA_DISABLE_CONTROL": "true"}},
-            {"name": "c1", "limits": {NUMBER: 2, MEMORY: 3000, CORES: 30}},
-            {"name": "c2", "limits": {NUMBER: 1, MEMORY: 2000}}]
+    ctrs = [
+        {"name": "side", "env": {"CUDA_DISABLE_CONTROL": "true"}},
+        {"name": "c1", "limits": {NUMBER: 2, MEMORY: 3000, CORES: 30}},
+        {"name": "c2", "limits": {NUMBER: 1, MEMORY: 2000}},
+    ]
     sim.schedule("p", ctrs, [[dev(1, 3000, 30), dev(0, 3000, 30)], [dev(1, 2000, 0)]], lock=True)
     uid = sim.uid("p")
     # c1: the kubelet asks for a preference, then calls the three resources in any order.
@@ -67,7 +69,10 @@ def test_worked_example_section_6(sim):
     assert mounts(r2)["/tmp/vgpu"][0].endswith(f"{uid}_c2")
     ann = sim.annotations("p")
     assert (ann[keys.DEVICES_TO_ALLOCATE], ann[keys.BIND_PHASE], ann[keys.VGPU_TIME]) == (
-        ";", "success", keys.VGPU_TIME_DONE)
+        ";",
+        "success",
+        keys.VGPU_TIME_DONE,
+    )
     assert "hamivgpu" not in sim.node_annotations()
     # c2's memory call arrives after the pod completed: ordering rule → empty, never an error.
     assert envs(sim.allocate(M, sim.memory_ids(2000))) == {}
@@ -76,8 +81,12 @@ def test_worked_example_section_6(sim):
 
 def test_cuda_disable_control_true_drops_preload_only_parsebool_true(sim):
     for i, value in enumerate(["true", "1", "T", "yes", "false"]):
-        sim.schedule(f"p{i}", [{"name": "c", "limits": {NUMBER: 1}, "env": {"CUDA_DISABLE_CONTROL": value}}],
-                     [[dev(0)]], vgpu_time=100 + i)
+        sim.schedule(
+            f"p{i}",
+            [{"name": "c", "limits": {NUMBER: 1}, "env": {"CUDA_DISABLE_CONTROL": value}}],
+            [[dev(0)]],
+            vgpu_time=100 + i,
+        )
         r = sim.allocate(N, sim.preferred(1))
         assert ("/etc/ld.so.preload" in mounts(r)) is (value in ("yes", "false")), value
         assert len(r.mounts) == (4 if value in ("yes", "false") else 3)
@@ -119,8 +128,11 @@ def test_a3_success_patch_fails_10x_allocate_ok_tombstone_and_background_retry(s
     assert sim.annotations("p1")[keys.BIND_PHASE] == "allocating"  # not written yet
     r2 = sim.allocate(N, sim.number_ids(0, start=1))  # p1 (older) is tombstoned: never matched again
     assert mounts(r2)["/tmp/vgpu"][0].endswith(f"{sim.uid('p2')}_c")
-    sim.store.wait_for(lambda s: (s.get("pods", "default", "p1")["metadata"]["annotations"]
-                                  .get(keys.BIND_PHASE) == "success"), 10, "background success patch")
+    sim.store.wait_for(
+        lambda s: s.get("pods", "default", "p1")["metadata"]["annotations"].get(keys.BIND_PHASE) == "success",
+        10,
+        "background success patch",
+    )
     assert sim.annotations("p1")[keys.DEVICES_TO_ALLOCATE] == ""
 
 
@@ -135,8 +147,11 @@ def test_a4_identical_pods_admitted_in_creation_order_each_get_own_gpu(sim):
 
 
 def test_a6_three_gpu_containers_consume_segment_by_segment(sim):
-    ctrs = [{"name": "a", "limits": {NUMBER: 1}}, {"name": "b", "limits": {NUMBER: 2}},
-            {"name": "c", "limits": {NUMBER: 1}}]
+    ctrs = [
+        {"name": "a", "limits": {NUMBER: 1}},
+        {"name": "b", "limits": {NUMBER: 2}},
+        {"name": "c", "limits": {NUMBER: 1}},
+    ]
     segs = [[dev(0)], [dev(0), dev(1)], [dev(1)]]
     sim.schedule("p", ctrs, segs)
     seen = [sim.annotations("p")[keys.DEVICES_TO_ALLOCATE]]
@@ -164,15 +179,21 @@ def test_a7_memory_only_container_served_by_memory_call_and_interleaving(sim):
 
 
 def test_a8_init_container_requesting_vgpu_fails_the_pod(sim):
-    sim.schedule("p", [{"name": "app", "limits": {NUMBER: 1}}], [[dev(0)]],
-                 init=[{"name": "init", "limits": {NUMBER: 1}}], lock=True)
+    sim.schedule(
+        "p",
+        [{"name": "app", "limits": {NUMBER: 1}}],
+        [[dev(0)]],
+        init=[{"name": "init", "limits": {NUMBER: 1}}],
+        lock=True,
+    )
     with pytest.raises(AllocationError, match=ERR_INIT):
         sim.allocate(N, sim.preferred(1))
     assert_failed(sim, "p", ERR_INIT)
 
 
-@pytest.mark.parametrize("case", ["unhealthy", "libvgpu-missing", "mig-id-on-hami-core", "foreign-gpu",
-                                  "patch-refused"])
+@pytest.mark.parametrize(
+    "case", ["unhealthy", "libvgpu-missing", "mig-id-on-hami-core", "foreign-gpu", "patch-refused"]
+)
 def test_a9_every_failure_posts_event_sets_failed_and_releases_lock(sim_factory, case):
     sim = sim_factory(with_libvgpu=case != "libvgpu-missing")
     d = dev(0)
@@ -185,11 +206,13 @@ def test_a9_every_failure_posts_event_sets_failed_and_releases_lock(sim_factory,
         sim.health.mark_unhealthy(UUIDS[0], "Xid 79")
     if case == "patch-refused":
         sim.api.faults.fail("patch", "pods", name="p", status=422, count=1)
-    expected = {"unhealthy": f"assigned GPU {UUIDS[0]} is unhealthy",
-                "libvgpu-missing": f"HAMi-core files missing under {sim.hook}",
-                "mig-id-on-hami-core": "device mode mismatch",
-                "foreign-gpu": "is not on this node",
-                "patch-refused": "cannot record the allocation"}[case]
+    expected = {
+        "unhealthy": f"assigned GPU {UUIDS[0]} is unhealthy",
+        "libvgpu-missing": f"HAMi-core files missing under {sim.hook}",
+        "mig-id-on-hami-core": "device mode mismatch",
+        "foreign-gpu": "is not on this node",
+        "patch-refused": "cannot record the allocation",
+    }[case]
     with pytest.raises(AllocationError, match=expected.replace("[", r"\[")):
         sim.allocate(N, sim.number_ids(0))
     assert_failed(sim, "p", expected)
@@ -197,30 +220,54 @@ def test_a9_every_failure_posts_event_sets_failed_and_releases_lock(sim_factory,
 
 def test_malformed_pod_failed_on_sight_and_call_proceeds_with_others(sim):
     sim.set_lock()
-    sim.bind_raw("bad", [{"name": "c", "limits": {NUMBER: 1}}], {
-        keys.VGPU_NODE: NODE, keys.BIND_PHASE: "allocating", keys.VGPU_TIME: "50",
-        keys.DEVICES_TO_ALLOCATE: f"{UUIDS[0]},NVIDIA,12x,0:"})
+    sim.bind_raw(
+        "bad",
+        [{"name": "c", "limits": {NUMBER: 1}}],
+        {
+            keys.VGPU_NODE: NODE,
+            keys.BIND_PHASE: "allocating",
+            keys.VGPU_TIME: "50",
+            keys.DEVICES_TO_ALLOCATE: f"{UUIDS[0]},NVIDIA,12x,0:",
+        },
+    )
     sim.schedule("good", [{"name": "c", "limits": {NUMBER: 2}}], [[dev(0), dev(1)]], vgpu_time=100)
     r = sim.allocate(N, sim.preferred(2))
     assert mounts(r)["/tmp/vgpu"][0].endswith(f"{sim.uid('good')}_c")
-    assert_failed(sim, "bad", "invalid devices-to-allocate: volcano.sh/devices-to-allocate: segment 0, device 0, "
-                              "field usedmem: not a uint32")
+    assert_failed(
+        sim,
+        "bad",
+        "invalid devices-to-allocate: volcano.sh/devices-to-allocate: segment 0, device 0, field usedmem: not a uint32",
+    )
 
 
 def test_malformed_only_candidate_returns_the_decode_error(sim):
     sim.set_lock()
-    sim.bind_raw("bad", [{"name": "c", "limits": {NUMBER: 1}}], {
-        keys.VGPU_NODE: NODE, keys.BIND_PHASE: "allocating", keys.VGPU_TIME: "50",
-        keys.DEVICES_TO_ALLOCATE: "garbage"})
+    sim.bind_raw(
+        "bad",
+        [{"name": "c", "limits": {NUMBER: 1}}],
+        {
+            keys.VGPU_NODE: NODE,
+            keys.BIND_PHASE: "allocating",
+            keys.VGPU_TIME: "50",
+            keys.DEVICES_TO_ALLOCATE: "garbage",
+        },
+    )
     with pytest.raises(AllocationError, match="invalid devices-to-allocate"):
         sim.allocate(N, sim.number_ids(0))
     assert_failed(sim, "bad", "invalid devices-to-allocate")
 
 
 def test_segment_count_mismatch_is_malformed(sim):
-    sim.bind_raw("p", [{"name": "c", "limits": {NUMBER: 1}}], {
-        keys.VGPU_NODE: NODE, keys.BIND_PHASE: "allocating", keys.VGPU_TIME: "50",
-        keys.DEVICES_TO_ALLOCATE: f"{UUIDS[0]},NVIDIA,10,0:;{UUIDS[1]},NVIDIA,10,0:"})
+    sim.bind_raw(
+        "p",
+        [{"name": "c", "limits": {NUMBER: 1}}],
+        {
+            keys.VGPU_NODE: NODE,
+            keys.BIND_PHASE: "allocating",
+            keys.VGPU_TIME: "50",
+            keys.DEVICES_TO_ALLOCATE: f"{UUIDS[0]},NVIDIA,10,0:;{UUIDS[1]},NVIDIA,10,0:",
+        },
+    )
     with pytest.raises(AllocationError, match="has 2 segment"):
         sim.allocate(N, sim.number_ids(0))
     assert_failed(sim, "p", "1 container(s) requesting vGPU")
@@ -246,8 +293,12 @@ def test_count_mismatch_is_not_a_candidate(sim):
 
 
 def test_cores_and_multiple_requests(sim):
-    req = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=["a"]),
-                                                 pb.ContainerAllocateRequest(devices_ids=["b"])])
+    req = pb.AllocateRequest(
+        container_requests=[
+            pb.ContainerAllocateRequest(devices_ids=["a"]),
+            pb.ContainerAllocateRequest(devices_ids=["b"]),
+        ]
+    )
     with pytest.raises(AllocationError, match=ERR_MULTIPLE):
         sim.allocator.allocate(sim.managers[N], req)
     assert len(sim.allocator.allocate(sim.managers[C], req).container_responses) == 2
@@ -299,12 +350,23 @@ def test_restart_mid_admission_journal_marks_consumed_segments_served(sim):
     ctrs = [{"name": "a", "limits": {NUMBER: 1, MEMORY: 100}}, {"name": "b", "limits": {NUMBER: 1, MEMORY: 100}}]
     sim.schedule("p", ctrs, [[dev(0, 100)], [dev(1, 100)]])
     sim.allocate(N, sim.number_ids(0))
-    fresh = VolcanoAllocator(node_name=NODE, client=sim.client, pods=sim.cache, config=sim.allocator.config,
-                             hook_path=str(sim.hook), vgpulock_dir=sim.allocator.layout.vgpulock_dir,
-                             retry=sim.retry, sleep=lambda _s: None)
+    fresh = VolcanoAllocator(
+        node_name=NODE,
+        client=sim.client,
+        pods=sim.cache,
+        config=sim.allocator.config,
+        hook_path=str(sim.hook),
+        vgpulock_dir=sim.allocator.layout.vgpulock_dir,
+        retry=sim.retry,
+        sleep=lambda _s: None,
+    )
     sim.allocator = fresh
-    sim.cache.wait_for(lambda c: any(p["metadata"]["annotations"].get(keys.DEVICES_TO_ALLOCATE, "x").startswith(";")
-                                     for p in c.items()), 5)
+    sim.cache.wait_for(
+        lambda c: any(
+            p["metadata"]["annotations"].get(keys.DEVICES_TO_ALLOCATE, "x").startswith(";") for p in c.items()
+        ),
+        5,
+    )
     # a's memory call (late) is not misread as b's; b's count call gets b's segment.
     assert envs(sim.allocate(M, sim.memory_ids(100))) == {}
     r = sim.allocate(N, sim.number_ids(1))
@@ -323,8 +385,12 @@ def test_in_progress_pod_wins_later_containers(sim):
     """X = [1 GPU, 2 GPUs], Y = [2 GPUs] (older vgpu-time). After X's first container, X's second
     (2 GPUs) must not be steered to Y, although Y has the smaller vgpu-time."""
     sim.schedule("y", [{"name": "c", "limits": {NUMBER: 2}}], [[dev(0), dev(1)]], vgpu_time=100)
-    sim.schedule("x", [{"name": "a", "limits": {NUMBER: 1}}, {"name": "b", "limits": {NUMBER: 2}}],
-                 [[dev(1)], [dev(1), dev(0)]], vgpu_time=200)
+    sim.schedule(
+        "x",
+        [{"name": "a", "limits": {NUMBER: 1}}, {"name": "b", "limits": {NUMBER: 2}}],
+        [[dev(1)], [dev(1), dev(0)]],
+        vgpu_time=200,
+    )
     ra = sim.allocate(N, sim.preferred(1))
     assert mounts(ra)["/tmp/vgpu"][0].endswith(f"{sim.uid('x')}_a")
     rb = sim.allocate(N, sim.preferred(2))
@@ -340,9 +406,16 @@ def test_a13_fuzz_random_annotations_never_crash(sim):
         value = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
         if rng.random() < 0.3:
             value = f"{UUIDS[0]},NVIDIA,{rng.choice(['1', '-1', '99999999999', 'x', ''])},{rng.randint(0, 200)}:"
-        sim.bind_raw(f"f{i}", [{"name": "c", "limits": {NUMBER: 1}}], {
-            keys.VGPU_NODE: NODE, keys.BIND_PHASE: "allocating", keys.VGPU_TIME: str(rng.randint(0, 10**22)),
-            keys.DEVICES_TO_ALLOCATE: value})
+        sim.bind_raw(
+            f"f{i}",
+            [{"name": "c", "limits": {NUMBER: 1}}],
+            {
+                keys.VGPU_NODE: NODE,
+                keys.BIND_PHASE: "allocating",
+                keys.VGPU_TIME: str(rng.randint(0, 10**22)),
+                keys.DEVICES_TO_ALLOCATE: value,
+            },
+        )
         try:
             sim.allocate(rng.choice([N, M]), sim.number_ids(0))
         except AllocationError:
@@ -365,16 +438,29 @@ def test_failure_while_api_unreachable_is_written_once_it_is_back(sim):
         sim.allocate(N, sim.number_ids(0))
     assert len(sim.retry.pending()) == 3  # event, bind-phase=failed, lock release
     sim.api.start(port=port)
-    sim.store.wait_for(lambda s: (s.get("pods", "default", "p")["metadata"]["annotations"]
-                                  .get(keys.BIND_PHASE) == "failed"), 15, "queued bind-phase=failed")
-    sim.store.wait_for(lambda s: "hamivgpu" not in (s.get("nodes", None, NODE)["metadata"].get("annotations") or {})
-                       and s.list("events"), 15, "queued lock release and event")
+    sim.store.wait_for(
+        lambda s: s.get("pods", "default", "p")["metadata"]["annotations"].get(keys.BIND_PHASE) == "failed",
+        15,
+        "queued bind-phase=failed",
+    )
+    sim.store.wait_for(
+        lambda s: (
+            "hamivgpu" not in (s.get("nodes", None, NODE)["metadata"].get("annotations") or {}) and s.list("events")
+        ),
+        15,
+        "queued lock release and event",
+    )
     assert_failed(sim, "p", "is unhealthy")
 
 
 def test_a8_init_container_call_with_its_own_count_fails_the_pod(sim):
-    sim.schedule("p", [{"name": "app", "limits": {NUMBER: 2}}], [[dev(0), dev(1)]],
-                 init=[{"name": "init", "limits": {NUMBER: 1}}], lock=True)
+    sim.schedule(
+        "p",
+        [{"name": "app", "limits": {NUMBER: 2}}],
+        [[dev(0), dev(1)]],
+        init=[{"name": "init", "limits": {NUMBER: 1}}],
+        lock=True,
+    )
     with pytest.raises(AllocationError, match=ERR_INIT):
         sim.allocate(N, sim.number_ids(0))  # the init container's call: 1 device
     assert_failed(sim, "p", ERR_INIT)
@@ -399,8 +485,7 @@ def test_a2_watch_lag_behind_the_admitted_pod_is_caught_by_one_node_list(sim):
 
 def test_a_plain_admission_lists_nothing_the_late_memory_call_is_the_active_pods(sim):
     """number then memory for a one-container pod: served from the watch cache, no LIST at all."""
-    sim.schedule("p", [{"name": "c", "limits": {NUMBER: 1, "volcano.sh/vgpu-memory": 1000}}], [[dev(0)]],
-                 vgpu_time=100)
+    sim.schedule("p", [{"name": "c", "limits": {NUMBER: 1, "volcano.sh/vgpu-memory": 1000}}], [[dev(0)]], vgpu_time=100)
     assert sim.cache.wait_for(lambda c: len(c.items()) == 1, 5)
     before = sim.allocator.stats.resyncs
     r = sim.allocate(N, sim.preferred(1))

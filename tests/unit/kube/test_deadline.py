@@ -1,5 +1,6 @@
 """The Allocate time budget: the kubelet waits on Allocate, which must not block for more than
 about 10 s (kubelet-device-plugin-api.md §6), whatever the API server does."""
+
 from __future__ import annotations
 
 import time
@@ -33,10 +34,10 @@ def test_calls_inside_a_deadline_are_cut_to_the_time_left_then_refused_at_once(a
     t0 = time.monotonic()
     with client.deadline(0.5):
         with pytest.raises(KubeUnavailable):
-            client.get_node(NODE)          # would take 3 s: cut to the 0.5 s left
+            client.get_node(NODE)  # would take 3 s: cut to the 0.5 s left
         assert time.monotonic() - t0 < 1.5
         with pytest.raises(KubeDeadlineExceeded):
-            client.get_node(NODE)          # nothing left: refused without a request
+            client.get_node(NODE)  # nothing left: refused without a request
         # and never retried: a retry loop gives up at once
         with pytest.raises(KubeDeadlineExceeded):
             call_with_retries(lambda: client.get_node(NODE), tries=5, first_delay=1.0)
@@ -61,7 +62,7 @@ def test_allocate_on_a_slow_api_server_answers_within_its_budget_and_records_suc
     monkeypatch.setattr(allocate_mod, "ALLOCATE_BUDGET_S", 1.0)
     sim.schedule("slow", [{"name": "c", "limits": {NUMBER: 1}}], [[dev(0)]], vgpu_time=100)
     assert sim.cache.wait_for(lambda c: len(c.items()) == 1, 5)
-    sim.api.faults.delay(3.0, "patch", "pods", count=1)   # the success PATCH hangs for 3 s
+    sim.api.faults.delay(3.0, "patch", "pods", count=1)  # the success PATCH hangs for 3 s
     t0 = time.monotonic()
     r = sim.allocate(ResourceKind.NUMBER, sim.number_ids(0))
     elapsed = time.monotonic() - t0
@@ -69,4 +70,5 @@ def test_allocate_on_a_slow_api_server_answers_within_its_budget_and_records_suc
     assert envs(r)["NVIDIA_VISIBLE_DEVICES"] == sim.managers[ResourceKind.NUMBER].gpus[0].uuid
     # The completion is retried in the background and lands once the server answers again.
     assert sim.api.store.wait_for(
-        lambda _store: sim.annotations("slow").get(keys.BIND_PHASE) == "success", 10, "bind-phase=success")
+        lambda _store: sim.annotations("slow").get(keys.BIND_PHASE) == "success", 10, "bind-phase=success"
+    )

@@ -1,4 +1,5 @@
 """`vgpu inspect` VALUE / -f FILE (in process, through the real CLI parser)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,10 @@ from vgpu.protocol import keys
 
 U0 = "GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e"
 U1 = "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c"
-REG = (f"{U0},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:"
-       f"{U1},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,false,hami-core:")
+REG = (
+    f"{U0},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:"
+    f"{U1},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,false,hami-core:"
+)
 IDS = f"{U1},NVIDIA,3000,30:{U0},NVIDIA,3000,30:;{U1},NVIDIA,2000,0:"
 
 
@@ -19,11 +22,16 @@ def node(annotations: dict[str, str], name: str = "n1") -> dict:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations}}
 
 
-def pod(name: str, annotations: dict[str, str], containers: list[dict], node_name: str = "n1",
-        phase: str = "Running") -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default",
-                                                            "annotations": annotations},
-            "spec": {"nodeName": node_name, "containers": containers}, "status": {"phase": phase}}
+def pod(
+    name: str, annotations: dict[str, str], containers: list[dict], node_name: str = "n1", phase: str = "Running"
+) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": {"nodeName": node_name, "containers": containers},
+        "status": {"phase": phase},
+    }
 
 
 def ctr(name: str, **limits: int) -> dict:
@@ -34,17 +42,39 @@ def ctr(name: str, **limits: int) -> dict:
     return out
 
 
-WORKED = pod("p", {keys.VGPU_NODE: "n1", keys.BIND_PHASE: "allocating", keys.VGPU_TIME: "1784884863",
-                   keys.VGPU_IDS_NEW: IDS, keys.DEVICES_TO_ALLOCATE: f";{U1},NVIDIA,2000,0:"},
-             [ctr("side"), ctr("c1", n=2, m=3000, c=30), ctr("c2", n=1, m=2000)], phase="Pending")
+WORKED = pod(
+    "p",
+    {
+        keys.VGPU_NODE: "n1",
+        keys.BIND_PHASE: "allocating",
+        keys.VGPU_TIME: "1784884863",
+        keys.VGPU_IDS_NEW: IDS,
+        keys.DEVICES_TO_ALLOCATE: f";{U1},NVIDIA,2000,0:",
+    },
+    [ctr("side"), ctr("c1", n=2, m=3000, c=30), ctr("c2", n=1, m=2000)],
+    phase="Pending",
+)
 
 
 def test_node_manifest_with_pods_shows_usage_per_gpu(tmp_path, capsys):
     done = pod("q", {keys.VGPU_IDS_NEW: f"{U0},NVIDIA,1000,50:"}, [ctr("c", n=1)])
     gone = pod("old", {keys.VGPU_IDS_NEW: f"{U0},NVIDIA,9999,50:"}, [ctr("c", n=1)], phase="Succeeded")
-    doc = {"apiVersion": "v1", "kind": "List", "items": [
-        node({keys.REGISTER: REG, keys.HANDSHAKE: "Requesting_2025.08.04 02:27:07",
-              keys.NODE_LOCK: "2026-08-20T02:01:03Z"}), WORKED, done, gone]}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            node(
+                {
+                    keys.REGISTER: REG,
+                    keys.HANDSHAKE: "Requesting_2025.08.04 02:27:07",
+                    keys.NODE_LOCK: "2026-08-20T02:01:03Z",
+                }
+            ),
+            WORKED,
+            done,
+            gone,
+        ],
+    }
     f = tmp_path / "n.yaml"
     f.write_text(yaml.safe_dump(doc))
     assert main(["inspect", "-f", str(f)]) == 0
@@ -63,19 +93,31 @@ def test_pod_manifest_maps_segments_to_vgpu_containers_json(tmp_path, capsys):
     assert main(["inspect", "--json", "-f", str(f)]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["bind_phase"] == "allocating"
-    assert [(c["segment"], c["container"], c["served"]) for c in rep["containers"]] == [(0, "c1", True),
-                                                                                         (1, "c2", False)]
+    assert [(c["segment"], c["container"], c["served"]) for c in rep["containers"]] == [
+        (0, "c1", True),
+        (1, "c2", False),
+    ]
     assert rep["containers"][0]["devices"] == [U1, U0] and rep["containers"][0]["cores"] == [30, 30]
 
 
 def test_r3_hami_keys_only_warns(tmp_path, capsys):
     f = tmp_path / "hami.yaml"
-    f.write_text(yaml.safe_dump(node({"hami.io/node-nvidia-register": "GPU-x,10,81920,100,NVIDIA-A100,0,true,0,hami-core:",
-                                      "hami.io/node-handshake": "Reported 2025"})))
+    f.write_text(
+        yaml.safe_dump(
+            node(
+                {
+                    "hami.io/node-nvidia-register": "GPU-x,10,81920,100,NVIDIA-A100,0,true,0,hami-core:",
+                    "hami.io/node-handshake": "Reported 2025",
+                }
+            )
+        )
+    )
     assert main(["inspect", "-f", str(f)]) == 1
     out = capsys.readouterr().out
-    assert "WARNING: hami.io/node-handshake, hami.io/node-nvidia-register: HAMi plugin detected; Volcano ignores these" \
+    assert (
+        "WARNING: hami.io/node-handshake, hami.io/node-nvidia-register: HAMi plugin detected; Volcano ignores these"
         in out
+    )
     assert f"ERROR: no {keys.REGISTER}" in out
 
 

@@ -4,6 +4,7 @@ The kubelet refuses a pod itself when it has too few free IDs and never calls th
 the plugin sees the shortage in GetPreferredAllocation (the kubelet passes all its free IDs) and
 posts a Warning Event on each waiting pod that can no longer fit.
 """
+
 from __future__ import annotations
 
 from vgpu.kube import events as ev
@@ -17,16 +18,20 @@ N = ResourceKind.NUMBER
 
 def wait_cached(sim, *names: str) -> None:
     """The allocator reads the watch cache: wait (woken by changes) until it holds these pods bound."""
+
     def ready(cache) -> bool:
-        bound = {(p["metadata"]["name"]) for p in cache.items()
-                 if (p["metadata"].get("annotations") or {}).get(keys.BIND_PHASE) == "allocating"}
+        bound = {
+            (p["metadata"]["name"])
+            for p in cache.items()
+            if (p["metadata"].get("annotations") or {}).get(keys.BIND_PHASE) == "allocating"
+        }
         return set(names) <= bound
+
     assert sim.cache.wait_for(ready, 5), names
 
 
 def shortage_events(sim, name: str | None = None) -> list[dict]:
-    return [e for e in sim.events(ev.REASON_KUBELET_SHORTAGE)
-            if name is None or e["involvedObject"]["name"] == name]
+    return [e for e in sim.events(ev.REASON_KUBELET_SHORTAGE) if name is None or e["involvedObject"]["name"] == name]
 
 
 def split2_one_gpu(sim_factory):
@@ -75,8 +80,12 @@ def test_one_event_per_pod_and_none_while_ids_suffice(sim_factory):
 def test_multi_container_pod_names_the_container_the_kubelet_refuses(sim_factory):
     sim = sim_factory([gpu(0), gpu(1)], make_config(device_split_count=2))
     sim.schedule("a", [{"name": "c", "limits": {NUMBER: 1}}], [[dev(0)]], vgpu_time=100)
-    sim.schedule("b", [{"name": "x", "limits": {NUMBER: 1}}, {"name": "y", "limits": {NUMBER: 2}}],
-                 [[dev(1)], [dev(0), dev(1)]], vgpu_time=200)
+    sim.schedule(
+        "b",
+        [{"name": "x", "limits": {NUMBER: 1}}, {"name": "y", "limits": {NUMBER: 2}}],
+        [[dev(1)], [dev(0), dev(1)]],
+        vgpu_time=200,
+    )
     wait_cached(sim, "a", "b")
     # 3 free IDs, a takes 1: b's x fits (1 left), b's y (2) does not.
     sim.preferred(1, [f"{UUIDS[0]}-1", f"{UUIDS[1]}-0", f"{UUIDS[1]}-1"])

@@ -4,6 +4,7 @@ Pure policy tests, then the real registrar (watch over HTTP, real patches) again
 API server and the Volcano scheduler emulator, all three on one :class:`FakeClock` so that ten
 simulated minutes take about a second.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,6 +36,7 @@ AUTO, ON, OFF = HandshakeMode.AUTO, HandshakeMode.ON, HandshakeMode.OFF
 
 # ------------------------------------------------------------------ pure policy
 
+
 def started(mode: HandshakeMode, t: float = 0.0) -> RegistrarPolicy:
     p = RegistrarPolicy(mode, REG)
     p.observe({}, t)
@@ -49,10 +51,13 @@ def started(mode: HandshakeMode, t: float = 0.0) -> RegistrarPolicy:
 
 
 def test_register_value_six_fields_sorted_by_minor_unhealthy_kept():
-    value = build_register_value([gpu(1), gpu(0)], make_config(device_split_count=4, gpu_memory_factor=10),
-                                 {gpu(1).uuid: False})
-    assert value == (f"{gpu(0).uuid},4,8192,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:"
-                     f"{gpu(1).uuid},4,8192,NVIDIA-NVIDIA A100-SXM4-80GB,false,hami-core:")
+    value = build_register_value(
+        [gpu(1), gpu(0)], make_config(device_split_count=4, gpu_memory_factor=10), {gpu(1).uuid: False}
+    )
+    assert value == (
+        f"{gpu(0).uuid},4,8192,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:"
+        f"{gpu(1).uuid},4,8192,NVIDIA-NVIDIA A100-SXM4-80GB,false,hami-core:"
+    )
     assert build_register_value([], make_config()) is None
 
 
@@ -159,21 +164,35 @@ def test_nothing_written_before_the_node_is_seen():
 
 # ------------------------------------------------------------------ against the emulator
 
+
 class Harness:
     """API server, emulator and registrar on one fake clock; ``step()`` = one simulated second."""
 
     def __init__(self, version: str, mode: HandshakeMode, tz_hours: float = 0.0, loop: bool = False):
         self.clock = FakeClock()
         self.api = ApiServer(clock=self.clock.unix, bookmark_interval=0.5).start()
-        self.api.store.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
-                                        "status": {"allocatable": {"volcano.sh/vgpu-number": "20",
-                                                                   "volcano.sh/vgpu-memory": "163840",
-                                                                   "volcano.sh/vgpu-cores": "200"}}})
+        self.api.store.create(
+            "nodes",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": NODE},
+                "status": {
+                    "allocatable": {
+                        "volcano.sh/vgpu-number": "20",
+                        "volcano.sh/vgpu-memory": "163840",
+                        "volcano.sh/vgpu-cores": "200",
+                    }
+                },
+            },
+        )
         self.client = KubeClient(self.api.client_configuration(), user_agent="vgpu-device-plugin")
         self.api_client = self.api.api_client()
         self.sched = VolcanoSchedulerEmulator(
-            k8s.CoreV1Api(self.api_client), SchedulerConfig(version=version, tz=timezone(timedelta(hours=tz_hours))),
-            clock=self.clock.unix)
+            k8s.CoreV1Api(self.api_client),
+            SchedulerConfig(version=version, tz=timezone(timedelta(hours=tz_hours))),
+            clock=self.clock.unix,
+        )
         self.loop = loop
         self.reg = NodeRegistrar(self.client, NODE, REG, mode, clock=self.clock).start(loop=loop)
         self.usable: list[bool] = []
@@ -185,7 +204,8 @@ class Harness:
     def _caught_up(self) -> None:
         target = resource_version_of(self.node())
         assert self.reg.cache.wait_for(
-            lambda c: c.get(NODE) is not None and newer_or_equal(resource_version_of(c.get(NODE)), target), 5)
+            lambda c: c.get(NODE) is not None and newer_or_equal(resource_version_of(c.get(NODE)), target), 5
+        )
 
     def settle(self) -> None:
         """Let everybody react until nobody writes (both sides see every state)."""
@@ -213,8 +233,11 @@ class Harness:
         self.usable.append(NODE in self.sched.core.nodes)
 
     def plugin_node_writes(self) -> list[float]:
-        return [r.time for r in self.api.requests.requests(verb="patch", resource="nodes")
-                if r.user_agent.startswith("vgpu-device-plugin")]
+        return [
+            r.time
+            for r in self.api.requests.requests(verb="patch", resource="nodes")
+            if r.user_agent.startswith("vgpu-device-plugin")
+        ]
 
     def close(self) -> None:
         self.reg.stop()
@@ -253,8 +276,9 @@ def test_auto_vs_v115_five_minutes_schedulable_with_at_most_2_writes_per_minute(
     assert sum(per_min) >= 9  # it did answer: ≈ 2/min
     assert all(h.usable), f"unschedulable at seconds {[i for i, u in enumerate(h.usable) if not u]}"
     assert h.deleted_seen == 0 and h.sched.counters.handshake_deleted == 0
-    print(f"v1.15, 5 min: plugin node writes per minute {per_min}; scheduler writes "
-          f"{h.sched.counters.handshake_writes}")
+    print(
+        f"v1.15, 5 min: plugin node writes per minute {per_min}; scheduler writes {h.sched.counters.handshake_writes}"
+    )
 
 
 def test_r2_ten_minutes_v115_15_to_30_writes_never_deleted_no_register_patches(harness):
@@ -262,8 +286,11 @@ def test_r2_ten_minutes_v115_15_to_30_writes_never_deleted_no_register_patches(h
     h.settle()
     for s in range(600):
         h.step(1.0, heartbeat=s % 7 == 0)
-    bodies = [r for r in h.api.requests.requests(verb="patch", resource="nodes")
-              if r.user_agent.startswith("vgpu-device-plugin")]
+    bodies = [
+        r
+        for r in h.api.requests.requests(verb="patch", resource="nodes")
+        if r.user_agent.startswith("vgpu-device-plugin")
+    ]
     handshake = [r for r in bodies if keys.HANDSHAKE.encode() in r.body]
     register = [r for r in bodies[1:] if keys.REGISTER.encode() in r.body]
     assert 15 <= len(handshake) <= 30, len(handshake)
@@ -343,13 +370,16 @@ def test_mode_parsing_and_renamed_resource_warning():
     with pytest.raises(ValueError, match="must be one of auto, on, off"):
         HandshakeMode.parse("sometimes")
     from vgpu.kube.registrar import warn_renamed_resources
-    out = warn_renamed_resources([("example.com/gpu", "volcano.sh/vgpu-number"),
-                                  ("volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory")])
+
+    out = warn_renamed_resources(
+        [("example.com/gpu", "volcano.sh/vgpu-number"), ("volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory")]
+    )
     assert len(out) == 1 and "Volcano master (v1.16+)" in out[0] and "example.com/gpu" in out[0]
 
 
 def test_no_kubeconfig_and_not_in_cluster_is_a_clear_error(monkeypatch):
     from vgpu.kube.client import KubeConfigError, load_configuration
+
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(KubeConfigError, match="no kubeconfig given .* and no in-cluster service account"):
         load_configuration(None)

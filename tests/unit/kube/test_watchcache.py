@@ -1,4 +1,5 @@
 """The node-scoped pod cache: LIST+WATCH over HTTP, resync after watch errors and 410, write-through."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

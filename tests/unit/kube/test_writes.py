@@ -2,6 +2,7 @@
 
 A fake queue records what would be retried in the background; no API server is needed.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -83,8 +84,10 @@ class Source:
 
 
 def pod(uid: str, rv: str) -> dict[str, Any]:
-    return {"metadata": {"uid": uid, "name": uid, "namespace": "default", "resourceVersion": rv},
-            "spec": {"containers": [{"name": "c", "resources": {"limits": {"example.com/n": "1"}}}]}}
+    return {
+        "metadata": {"uid": uid, "name": uid, "namespace": "default", "resourceVersion": rv},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"example.com/n": "1"}}}]},
+    }
 
 
 def test_pod_views_are_built_once_per_resource_version_and_per_resource_names():
@@ -94,7 +97,7 @@ def test_pod_views_are_built_once_per_resource_version_and_per_resource_names():
     first = views.current(names)
     assert [v.uid for v in first] == ["a", "b"] and len(first[0].containers) == 1
     again = views.current(names)
-    assert all(x is y for x, y in zip(first, again))           # same pods, same versions: reused
+    assert all(x is y for x, y in zip(first, again))  # same pods, same versions: reused
     views.write_through(pod("a", "2"))
     third = views.current(names)
     assert third[0] is first[1] and third[1] is not first[0] and third[1].resource_version == "2"

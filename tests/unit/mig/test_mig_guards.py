@@ -1,4 +1,5 @@
 """MIG allocation guards (mig.md §5.2 step 2; known-failures G-5, G-6) over real pod objects. Pure."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,13 +21,29 @@ def dev(uuid: str, group: str, pos: int, mem: int = 8000) -> str:
     return f"{uuid}[{group}-{pos}],NVIDIA,{mem},0:"
 
 
-def kube_pod(name: str, ids: str, *, remaining: str | None = None, phase: str = "allocating",
-             containers: int | None = None, status: str = "Running", node: str = "n1") -> PodView:
+def kube_pod(
+    name: str,
+    ids: str,
+    *,
+    remaining: str | None = None,
+    phase: str = "allocating",
+    containers: int | None = None,
+    status: str = "Running",
+    node: str = "n1",
+) -> PodView:
     n = containers if containers is not None else len(ids.split(";"))
     obj: dict[str, Any] = {
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": {
-            keys.VGPU_NODE: node, keys.VGPU_IDS_NEW: ids, keys.DEVICES_TO_ALLOCATE: ids if remaining is None
-            else remaining, keys.BIND_PHASE: phase}},
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "annotations": {
+                keys.VGPU_NODE: node,
+                keys.VGPU_IDS_NEW: ids,
+                keys.DEVICES_TO_ALLOCATE: ids if remaining is None else remaining,
+                keys.BIND_PHASE: phase,
+            },
+        },
         "spec": {"containers": [{"name": f"c{k}", "resources": {"limits": {NAMES.count: "1"}}} for k in range(n)]},
         "status": {"phase": status},
     }
@@ -65,8 +82,7 @@ def test_different_gpus_in_different_groups_do_not_interfere():  # G-6
     check_guards(devices(b, 0), holdings(b, [a, b], "n1"))
 
 
-@pytest.mark.parametrize("kw", [
-    {"phase": "failed"}, {"status": "Succeeded"}, {"status": "Failed"}, {"node": "n2"}])
+@pytest.mark.parametrize("kw", [{"phase": "failed"}, {"status": "Succeeded"}, {"status": "Failed"}, {"node": "n2"}])
 def test_dead_failed_or_foreign_pods_hold_nothing(kw):
     other = kube_pod("other", dev(G0, "group3", 0), **kw)
     me = kube_pod("me", dev(G0, "group1", 0))
@@ -81,7 +97,7 @@ def test_undecodable_assignments_are_ignored_not_fatal():
 
 def test_only_served_containers_of_the_own_pod_count():
     ids = dev(G0, "group1", 0) + ";" + dev(G1, "group1", 5) + ";" + dev(G0, "group1", 2)
-    me = kube_pod("me", ids, remaining=consume_segment(ids, 0))   # container 0 served
+    me = kube_pod("me", ids, remaining=consume_segment(ids, 0))  # container 0 served
     held = holdings(me, [me], "n1")
     assert [(h.uuid, h.position, h.container) for h in held] == [(G0, 0, 0)]
 
@@ -89,8 +105,10 @@ def test_only_served_containers_of_the_own_pod_count():
 def test_emulator_gives_two_containers_one_position_and_the_second_fails():  # G-5
     recs = [RegisterRecord(G0, 7, 81920, "NVIDIA-NVIDIA A100-SXM4-80GB", True, "mig")]
     core = make_core(nodes={"n1": {keys.REGISTER: encode_register(recs), keys.HANDSHAKE: "Reported x"}})
-    plan = place(core, pod("p", ctr("a", number=1, memory=8000), ctr("b", number=1, memory=8000),
-                           annotations={keys.VGPU_MODE: "mig"}))
+    plan = place(
+        core,
+        pod("p", ctr("a", number=1, memory=8000), ctr("b", number=1, memory=8000), annotations={keys.VGPU_MODE: "mig"}),
+    )
     ids = plan.annotations[keys.VGPU_IDS_NEW]
     first, second = decode_pod_devices(ids)
     assert first == second and first[0].mig is not None  # the scheduler quirk (mig.md §4)

@@ -1,4 +1,5 @@
 """Placement plans (mig.md §6): the spec's plan table, backtracking, infeasible groups. Pure."""
+
 from __future__ import annotations
 
 import time
@@ -14,10 +15,21 @@ from vgpu.nvml.mig_calls import Placement
 
 def catalog(model: str) -> ProfileCatalog:
     """The spec's profile table for a model, with the fake's profile ids (any distinct ids do)."""
-    return ProfileCatalog(tuple(
-        ProfileInfo(sp.name, sp.constant, 100 + sp.constant, _slices(sp.name), sp.instances, sp.memory_mib,
-                    sp.placements, "static")
-        for sp in STATIC_TABLES[model]))
+    return ProfileCatalog(
+        tuple(
+            ProfileInfo(
+                sp.name,
+                sp.constant,
+                100 + sp.constant,
+                _slices(sp.name),
+                sp.instances,
+                sp.memory_mib,
+                sp.placements,
+                "static",
+            )
+            for sp in STATIC_TABLES[model]
+        )
+    )
 
 
 def _slices(name: str) -> int:
@@ -36,7 +48,7 @@ def shipped(model: str, name: str) -> MigGroup:
 # mig.md §6 "Plan (position: profile@start:size)", verbatim.
 SPEC_TABLE = {
     ("A100-SXM4-80GB", "group1"): "0: 1g.10gb@0:1, 1: 1g.10gb@1:1, 2: 1g.10gb@2:1, 3: 1g.10gb@3:1, "
-                                  "4: 1g.10gb@4:1, 5: 1g.10gb@5:1, 6: 1g.10gb@6:1",
+    "4: 1g.10gb@4:1, 5: 1g.10gb@5:1, 6: 1g.10gb@6:1",
     ("A100-SXM4-80GB", "group2"): "0: 2g.20gb@0:2, 1: 2g.20gb@2:2, 2: 2g.20gb@4:2, 3: 1g.10gb@6:1",
     ("A100-SXM4-80GB", "group3"): "0: 3g.40gb@0:4, 1: 3g.40gb@4:4",
     ("A100-SXM4-80GB", "group4"): "0: 7g.80gb@0:8",
@@ -130,10 +142,18 @@ def test_profile_names_compare_without_mig_prefix_and_case():
     assert catalog("A100-80GB").by_name("MIG 2G.20gb").name == "2g.20gb"
 
 
-@pytest.mark.parametrize(("name", "model"), [
-    ("NVIDIA A100-SXM4-80GB", "A100-80GB"), ("NVIDIA A100-PCIE-40GB", "A100-40GB"),
-    ("NVIDIA H100 80GB HBM3", "H100-80GB"), ("NVIDIA H200 141GB HBM3e", "H200-141GB"),
-    ("NVIDIA A30", "A30-24GB"), ("NVIDIA RTX A3000", None), ("Tesla T4", None)])
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
+        ("NVIDIA A100-PCIE-40GB", "A100-40GB"),
+        ("NVIDIA H100 80GB HBM3", "H100-80GB"),
+        ("NVIDIA H200 141GB HBM3e", "H200-141GB"),
+        ("NVIDIA A30", "A30-24GB"),
+        ("NVIDIA RTX A3000", None),
+        ("Tesla T4", None),
+    ],
+)
 def test_static_model_for_a_name(name, model):
     assert static_model(name) == model
 
@@ -141,7 +161,8 @@ def test_static_model_for_a_name(name, model):
 def test_static_tables_follow_the_spec():
     a100 = {sp.name: sp for sp in STATIC_TABLES["A100-40GB"]}
     assert a100["1g.10gb"].constant == 0x9 and a100["1g.10gb"].placements == tuple(
-        Placement(s, 2) for s in (0, 2, 4, 6))
+        Placement(s, 2) for s in (0, 2, 4, 6)
+    )
     assert a100["7g.40gb"].placements == (Placement(0, 8),) and a100["7g.40gb"].memory_mib == 40192
     a30 = {sp.name: sp for sp in STATIC_TABLES["A30-24GB"]}
     assert a30["2g.12gb+me"].constant == 0x8 and a30["4g.24gb"].placements == (Placement(0, 4),)

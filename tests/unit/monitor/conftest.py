@@ -1,4 +1,5 @@
 """Fixtures: a hook path, a fake wall clock, and Monitor instances that are always closed."""
+
 from __future__ import annotations
 
 import pathlib
@@ -13,7 +14,6 @@ from vgpu.monitor.daemon import open_nvml
 from vgpu.monitor.pods import PodIndex
 from vgpu.sim.nvml import fakenvml
 from vgpu.sim.pods import StaticPods
-
 
 
 class FakeWallClock:
@@ -62,10 +62,13 @@ def nvml_two_gpus(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> fa
     """A fake NVML with two A100s (the second one's UUID matches helpers.UUIDS[1])."""
     from .helpers import UUIDS
 
-    fake = fakenvml.FakeNvml.create(tmp_path / "nvml", [
-        fakenvml.device(0, uuid=UUIDS[0], memory_used_mib=1234, utilization_gpu=37, utilization_memory=11),
-        fakenvml.device(1, uuid=UUIDS[1], memory_used_mib=4321, utilization_gpu=73, utilization_memory=22),
-    ])
+    fake = fakenvml.FakeNvml.create(
+        tmp_path / "nvml",
+        [
+            fakenvml.device(0, uuid=UUIDS[0], memory_used_mib=1234, utilization_gpu=37, utilization_memory=11),
+            fakenvml.device(1, uuid=UUIDS[1], memory_used_mib=4321, utilization_gpu=73, utilization_memory=22),
+        ],
+    )
     for key, value in fake.env.items():
         monkeypatch.setenv(key, value)
     return fake

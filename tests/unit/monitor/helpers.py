@@ -1,4 +1,5 @@
 """Shared helpers for the monitor tests: container directories with realistic regions, pods, parsing."""
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,6 @@ from vgpu.sim.hamicore.scenario import (  # noqa: F401 - the monitor tests impor
     write_region,
 )
 from vgpu.sim.pods import new_uid, pod  # noqa: F401 - the monitor tests import them from here
-
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -49,7 +49,7 @@ def _parse_line(line: str) -> tuple[str, dict[str, str], float]:
                 i += 1
         i += 1
     assert line[i] == " ", line
-    return name, labels, float(line[i + 1:])
+    return name, labels, float(line[i + 1 :])
 
 
 def parse(body: bytes | str) -> Samples:

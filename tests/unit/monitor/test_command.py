@@ -1,4 +1,5 @@
 """`vgpu monitor` flags: flag > env > default (config.md §5.2), and clear startup errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,16 +16,34 @@ def args(*argv: str):
 def test_defaults():
     o = resolve(args(), {"NODE_NAME": "n1"})
     assert (o.listen, o.hook_path, o.node_name, o.kubeconfig, o.nvml_library, o.device_config) == (
-        "0.0.0.0:9394", "/usr/local/vgpu", "n1", None, None, "/config/device-config.yaml")
+        "0.0.0.0:9394",
+        "/usr/local/vgpu",
+        "n1",
+        None,
+        None,
+        "/config/device-config.yaml",
+    )
     assert o.legacy_metrics and o.hami_metrics
 
 
 def test_flag_beats_env_beats_default():
-    env = {"NODE_NAME": "env-node", "HOOK_PATH": "/env/hook", "VGPU_LISTEN": "127.0.0.1:1",
-           "KUBECONFIG": "/env/kc", "VGPU_NVML_LIBRARY": "/env/libnvml.so", "DEVICE_CONFIG": "/env/dc.yaml"}
+    env = {
+        "NODE_NAME": "env-node",
+        "HOOK_PATH": "/env/hook",
+        "VGPU_LISTEN": "127.0.0.1:1",
+        "KUBECONFIG": "/env/kc",
+        "VGPU_NVML_LIBRARY": "/env/libnvml.so",
+        "DEVICE_CONFIG": "/env/dc.yaml",
+    }
     o = resolve(args("--node-name", "flag-node", "--listen", "127.0.0.1:2"), env)
     assert (o.node_name, o.listen, o.hook_path, o.kubeconfig, o.nvml_library, o.device_config) == (
-        "flag-node", "127.0.0.1:2", "/env/hook", "/env/kc", "/env/libnvml.so", "/env/dc.yaml")
+        "flag-node",
+        "127.0.0.1:2",
+        "/env/hook",
+        "/env/kc",
+        "/env/libnvml.so",
+        "/env/dc.yaml",
+    )
 
 
 def test_families_can_be_turned_off():
@@ -44,9 +63,15 @@ def test_missing_kubeconfig_is_a_clear_startup_error(monkeypatch, caplog, tmp_pa
     assert "cannot load kubeconfig" in caplog.text
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("0.0.0.0:9394", ("0.0.0.0", 9394)), (":9394", ("0.0.0.0", 9394)), ("[::]:9394", ("::", 9394)),
-    ("127.0.0.1:0", ("127.0.0.1", 0))])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("0.0.0.0:9394", ("0.0.0.0", 9394)),
+        (":9394", ("0.0.0.0", 9394)),
+        ("[::]:9394", ("::", 9394)),
+        ("127.0.0.1:0", ("127.0.0.1", 0)),
+    ],
+)
 def test_parse_listen(value, expected):
     assert parse_listen(value) == expected
 

@@ -1,4 +1,5 @@
 """Discovery of region files: selection, bounds and hostile directories (monitor-metrics.md §6.1, M-3, M-10, M-11)."""
+
 from __future__ import annotations
 
 import os
@@ -158,9 +159,9 @@ def test_huge_counts_are_clamped_without_hanging(make_monitor, hook):
     path = add_container(hook, new_uid(), "main", procs=[(1, [5, 6])])
     with open(path, "r+b") as f:
         f.seek(56)
-        f.write(struct.pack("<Q", 2**63))        # device_num (v1.x)
+        f.write(struct.pack("<Q", 2**63))  # device_num (v1.x)
         f.seek(2_008_896)
-        f.write(struct.pack("<i", 2**31 - 1))    # proc_num (v1.x)
+        f.write(struct.pack("<i", 2**31 - 1))  # proc_num (v1.x)
     m = make_monitor()
     t0 = time.monotonic()
     m.tick()

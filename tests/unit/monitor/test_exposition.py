@@ -1,4 +1,5 @@
 """The text renderer: exact counter names, omitted empty families, escaping, foreign metrics."""
+
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge

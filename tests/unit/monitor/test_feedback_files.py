@@ -1,4 +1,5 @@
 """The feedback loop on real region files: spec offsets, spec scenarios, and no other byte ever written."""
+
 from __future__ import annotations
 
 import struct
@@ -11,8 +12,7 @@ from vgpu.sim.pods import StaticPods
 from .helpers import UUIDS, add_container, new_uid, pod, region_bytes
 
 # (utilization_switch offset) per layout, from the table in monitor-metrics.md §5; rk = +4.
-SWITCH_OFFSET = {"original": 804_668, "v0": 1_197_884, "v1.1": 2_008_900, "v1.2": 2_008_900,
-                 "interim": 2_008_932}
+SWITCH_OFFSET = {"original": 804_668, "v0": 1_197_884, "v1.1": 2_008_900, "v1.2": 2_008_900, "interim": 2_008_932}
 
 
 def feedback_fields(path, variant):
@@ -26,7 +26,7 @@ def only_feedback_bytes_differ(before: bytes, after: bytes, variant: str) -> Non
     assert len(before) == len(after)
     off = SWITCH_OFFSET[variant]
     assert before[:off] == after[:off]
-    assert before[off + 8:] == after[off + 8:]
+    assert before[off + 8 :] == after[off + 8 :]
 
 
 @pytest.mark.parametrize("variant", list(SWITCH_OFFSET))
@@ -38,7 +38,7 @@ def test_priority_0_and_1_on_one_gpu_every_layout(make_monitor, hook, variant):
     assert feedback_fields(hi, variant) == (1, 2, 0)  # as libvgpu initialises them
     m = make_monitor(StaticPods([pod(hi_uid, "hi"), pod(lo_uid, "lo")]))
     m.tick()
-    assert feedback_fields(hi, variant) == (0, 1, 0)   # not limited, still "active"
+    assert feedback_fields(hi, variant) == (0, 1, 0)  # not limited, still "active"
     assert feedback_fields(lo, variant) == (1, -1, 1)  # limited and blocked
     for p in (hi, lo):
         only_feedback_bytes_differ(before[p], region_bytes(p), variant)

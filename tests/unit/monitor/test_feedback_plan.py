@@ -1,4 +1,5 @@
 """The feedback computation of monitor-metrics.md §5, scenario by scenario (pure, no files)."""
+
 from __future__ import annotations
 
 from vgpu.monitor.feedback import RECENT_KERNEL, UTILIZATION_SWITCH, FeedbackInput, plan_feedback
@@ -36,8 +37,10 @@ def test_priority_0_blocks_priority_1_on_one_gpu():
     assert final == {"hi": (1, 0), "lo": (-1, 1)}
     # hi is alone at its priority: its limiter is released; lo is blocked and limited.
     assert {(w.key, w.field, w.old, w.new) for w in writes} == {
-        ("hi", RECENT_KERNEL, 2, 1), ("hi", UTILIZATION_SWITCH, 1, 0),
-        ("lo", RECENT_KERNEL, 2, -1)}  # lo's switch is already 1: not rewritten
+        ("hi", RECENT_KERNEL, 2, 1),
+        ("hi", UTILIZATION_SWITCH, 1, 0),
+        ("lo", RECENT_KERNEL, 2, -1),
+    }  # lo's switch is already 1: not rewritten
 
 
 def test_blocked_container_is_released_once_the_higher_one_goes_idle():

@@ -1,4 +1,5 @@
 """A scrape never waits longer than a fixed bound on NVML; it serves the last good values and their age."""
+
 from __future__ import annotations
 
 import threading
@@ -30,14 +31,16 @@ class GatedSampler:
 
 def test_hung_nvml_serves_last_good_values_within_the_bound(make_monitor, nvml_two_gpus):
     gated = GatedSampler(str(nvml_two_gpus.library))
-    gpus = [HostGpu(0, "GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e", "NVIDIA A100-SXM4-80GB"),
-            HostGpu(1, "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c", "NVIDIA A100-SXM4-80GB")]
+    gpus = [
+        HostGpu(0, "GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e", "NVIDIA A100-SXM4-80GB"),
+        HostGpu(1, "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c", "NVIDIA A100-SXM4-80GB"),
+    ]
     host = HostSource(gated, gpus, bound_s=0.3).start()
     try:
         m = make_monitor(host=host)
         first = parse(m.render_metrics())
         assert first["HostCoreUtilization"][0][1] == 37
-        gated.open.clear()   # NVML "hangs" from now on
+        gated.open.clear()  # NVML "hangs" from now on
         gated.entered.clear()
         nvml_two_gpus.update_device(0, utilization_gpu=99)
         t0 = time.monotonic()

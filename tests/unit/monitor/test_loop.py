@@ -1,4 +1,5 @@
 """The monitor loop: ticks, inotify-triggered scans, health."""
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,7 @@ def test_inotify_wakes_a_scan_long_before_the_period(make_monitor, hook):
     m.start()
     wait_until(lambda: m.stats.scans >= 1, 5, "the first tick")
     uid = new_uid()
-    d = container_dir(hook, uid, "main")            # root event: the directory appears
+    d = container_dir(hook, uid, "main")  # root event: the directory appears
     wait_until(lambda: m.stats.directories == 1, 5, "a scan after the root event")
     write_region(d / "a.cache", procs=[(1, [1, 0])])  # directory event: the file appears
     t0 = time.monotonic()

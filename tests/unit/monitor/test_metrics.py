@@ -1,4 +1,5 @@
 """The exported families, parsed: names, HELP/TYPE, labels and values (monitor-metrics.md §1–§4, M-2, M-4, M-5, M-7, M-8, M-10)."""
+
 from __future__ import annotations
 
 import pathlib
@@ -34,15 +35,27 @@ def test_golden_v12_region_both_naming_schemes(make_monitor, standard, clock):
     s = parse(body)
     exp = {d["index"]: d for d in STANDARD_EXPECTED["devices"]}
     for d, uuid in enumerate(UUIDS):
-        leg = dict(podnamespace="ml", podname="trainer-0", ctrname="worker", vdeviceid=str(d), deviceuuid=uuid,
-                   zone="vGPU")
-        ham = dict(namespace="ml", pod="trainer-0", container="worker", vdevice_index=str(d), device_uuid=uuid,
-                   zone="vGPU")
+        leg = dict(
+            podnamespace="ml", podname="trainer-0", ctrname="worker", vdeviceid=str(d), deviceuuid=uuid, zone="vGPU"
+        )
+        ham = dict(
+            namespace="ml", pod="trainer-0", container="worker", vdevice_index=str(d), device_uuid=uuid, zone="vGPU"
+        )
         e = exp[d]
         assert one(s, "vGPU_device_memory_usage_in_bytes", **leg) == e["used_bytes"]
         assert one(s, "vGPU_device_memory_limit_in_bytes", **leg) == e["limit_bytes"]
-        assert one(s, "Device_memory_desc_of_container", **leg, context=str(e["context_bytes"]), module="0",
-                   data=str(e["data_bytes"]), offset="0") == e["used_bytes"]
+        assert (
+            one(
+                s,
+                "Device_memory_desc_of_container",
+                **leg,
+                context=str(e["context_bytes"]),
+                module="0",
+                data=str(e["data_bytes"]),
+                offset="0",
+            )
+            == e["used_bytes"]
+        )
         assert one(s, "Device_utilization_desc_of_container", **leg) == e["sm_util"]
         assert one(s, "Device_last_kernel_of_container", **leg) == 60
         assert one(s, "hami_vgpu_memory_used_bytes", **ham) == e["used_bytes"]
@@ -121,8 +134,10 @@ def test_real_hami_core_fixture(make_monitor, hook, tmp_path, clock):
     m.scan()
     s = parse(m.render_metrics())
     got = {lab["device_uuid"]: v for lab, v in s["hami_vgpu_memory_used_bytes"]}
-    assert got == {"GPU-8664316c-6888-5063-1e4d-f2a09cfbf180": 1924 * MIB,
-                   "GPU-8664316c-6888-5063-1e4d-f2a09cfbf181": 572 * MIB}
+    assert got == {
+        "GPU-8664316c-6888-5063-1e4d-f2a09cfbf180": 1924 * MIB,
+        "GPU-8664316c-6888-5063-1e4d-f2a09cfbf181": 572 * MIB,
+    }
     assert sorted(v for _, v in s["hami_vgpu_memory_limit_bytes"]) == [2147483648, 3145728000]
 
 
@@ -134,7 +149,8 @@ def test_pod_without_any_hami_label_is_mapped(make_monitor, hook):
     m.scan()
     s = parse(m.render_metrics())
     assert {(lab["namespace"], lab["pod"], lab["container"]) for lab, _ in s["hami_vgpu_memory_used_bytes"]} == {
-        ("team-a", "plain", "main")}
+        ("team-a", "plain", "main")
+    }
     assert s["vgpu_monitor_unmapped_containers"] == [({}, 0.0)]
 
 
@@ -203,8 +219,10 @@ def test_host_families_label_sets_and_values(make_monitor, host_source):
     t = "NVIDIA-NVIDIA A100-SXM4-80GB"
     assert one(s, "HostGPUMemoryUsage", deviceidx="1", deviceuuid=UUIDS[1]) == 4321 * MIB
     assert one(s, "HostCoreUtilization", deviceidx="0", deviceuuid=UUIDS[0]) == 37
-    assert one(s, "hami_host_gpu_memory_used_bytes", node="node-1", device_index="0", device_uuid=UUIDS[0],
-               device_type=t) == 1234 * MIB
+    assert (
+        one(s, "hami_host_gpu_memory_used_bytes", node="node-1", device_index="0", device_uuid=UUIDS[0], device_type=t)
+        == 1234 * MIB
+    )
     assert one(s, "hami_host_gpu_utilization_ratio", node="node-1", device_index="1", device_type=t) == 73
     assert one(s, "hami_host_gpu_memory_controller_utilization_ratio", device_index="1", device_type=t) == 22
     assert s["vgpu_monitor_nvml_up"] == [({}, 1.0)]
@@ -232,7 +250,8 @@ def test_not_supported_utilization_on_one_gpu_omits_only_that(make_monitor, hook
     assert len(s["hami_vgpu_memory_used_bytes"]) == 2
     errors = parse(m.render_metrics())["vgpu_monitor_nvml_errors_total"]
     assert [(lab, v >= 1) for lab, v in errors] == [
-        ({"device_index": "1", "call": "utilization", "code": "NVML_ERROR_NOT_SUPPORTED"}, True)]
+        ({"device_index": "1", "call": "utilization", "code": "NVML_ERROR_NOT_SUPPORTED"}, True)
+    ]
 
 
 def test_without_nvml_host_families_are_omitted_and_containers_still_work(make_monitor, hook):

@@ -1,4 +1,5 @@
 """PodInfo: what the monitor keeps of a pod object."""
+
 from __future__ import annotations
 
 from vgpu.monitor.pods import PodIndex, PodInfo
@@ -10,8 +11,14 @@ from .helpers import new_uid, pod
 
 def test_fields_from_a_pod_object():
     uid = new_uid()
-    obj = pod(uid, "p", namespace="ns", containers=["a", "b"], phase="Succeeded",
-              annotations={"volcano.sh/bind-phase": "success", "volcano.sh/vgpu-ids-new": "x", "other": "y"})
+    obj = pod(
+        uid,
+        "p",
+        namespace="ns",
+        containers=["a", "b"],
+        phase="Succeeded",
+        annotations={"volcano.sh/bind-phase": "success", "volcano.sh/vgpu-ids-new": "x", "other": "y"},
+    )
     obj["spec"]["containers"][1]["resources"] = {"limits": {"volcano.sh/vgpu-memory": "1024"}}
     info = PodInfo.from_object(obj)
     assert info == PodInfo(uid, "ns", "p", frozenset({"a", "b"}), True, ("b",), "success", "x")

@@ -4,6 +4,7 @@ It is not a stand-in for NVML behaviour (the fake NVML is): it exists to check w
 native layer does when a library lacks entry points or answers errors, which the
 complete fake cannot show.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -60,8 +61,7 @@ def partial_nvml(tmp_path: pathlib.Path) -> Callable[..., pathlib.Path]:
 
     def build(*defines: str) -> pathlib.Path:
         out = tmp_path / f"libpartial{'_'.join(d.lower() for d in defines)}.so"
-        subprocess.run([cc, "-shared", "-fPIC", "-o", str(out), str(src), *(f"-D{d}" for d in defines)],
-                       check=True)
+        subprocess.run([cc, "-shared", "-fPIC", "-o", str(out), str(src), *(f"-D{d}" for d in defines)], check=True)
         return out
 
     return build

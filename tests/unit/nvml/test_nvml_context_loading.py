@@ -1,12 +1,13 @@
 """The native layer's loader: bad paths, missing symbols, init failures, per-family errors."""
+
 from __future__ import annotations
 
 import pytest
 
 from vgpu.nvml import errors
+from vgpu.nvml.context import NvmlContext
 from vgpu.nvml.errors import NvmlError, NvmlLibraryError
 from vgpu.nvml.mig_calls import MigNvml
-from vgpu.nvml.context import NvmlContext
 from vgpu.nvml.sampler import Sampler
 
 
@@ -60,8 +61,7 @@ def test_sample_reports_each_family_separately(partial_nvml):
     good, lost = node.devices
     # memory works, utilisation NOT_SUPPORTED, process calls absent from this library
     assert good.memory_rc == 0
-    assert (good.memory_total_bytes, good.memory_free_bytes, good.memory_used_bytes) == (
-        100 << 20, 60 << 20, 40 << 20)
+    assert (good.memory_total_bytes, good.memory_free_bytes, good.memory_used_bytes) == (100 << 20, 60 << 20, 40 << 20)
     assert good.utilization_rc == errors.NVML_ERROR_NOT_SUPPORTED
     assert good.utilization_gpu is None and good.utilization_memory is None
     assert good.processes_rc == errors.NVML_ERROR_FUNCTION_NOT_FOUND

@@ -4,11 +4,16 @@ from vgpu.nvml.errors import NvmlError
 
 
 def test_error_message_names_function_code_and_library():
-    err = NvmlError(errors.NVML_ERROR_IN_USE, "In use by another client",
-                    function="nvmlGpuInstanceDestroy", library="/x/libnvidia-ml.so.1")
+    err = NvmlError(
+        errors.NVML_ERROR_IN_USE,
+        "In use by another client",
+        function="nvmlGpuInstanceDestroy",
+        library="/x/libnvidia-ml.so.1",
+    )
     assert err.code == 19
-    assert str(err) == ("nvmlGpuInstanceDestroy: In use by another client (NVML_ERROR_IN_USE) "
-                        "[NVML library /x/libnvidia-ml.so.1]")
+    assert str(err) == (
+        "nvmlGpuInstanceDestroy: In use by another client (NVML_ERROR_IN_USE) [NVML library /x/libnvidia-ml.so.1]"
+    )
 
 
 def test_code_names():

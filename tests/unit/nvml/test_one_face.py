@@ -1,4 +1,5 @@
 """nvidia-ml-py stays behind vgpu.nvml: no other package of vgpu imports pynvml."""
+
 from __future__ import annotations
 
 import ast
@@ -17,6 +18,9 @@ def _imports_pynvml(path: pathlib.Path) -> bool:
 
 
 def test_pynvml_is_imported_only_inside_vgpu_nvml():
-    offenders = [str(p.relative_to(VGPU.parent)) for p in sorted(VGPU.rglob("*.py"))
-                 if VGPU / "nvml" not in p.parents and _imports_pynvml(p)]
+    offenders = [
+        str(p.relative_to(VGPU.parent))
+        for p in sorted(VGPU.rglob("*.py"))
+        if VGPU / "nvml" not in p.parents and _imports_pynvml(p)
+    ]
     assert offenders == [], "import NVML through vgpu.nvml (NvmlError, init_nvml, ...), not pynvml"

@@ -1,4 +1,5 @@
 """Fixtures for plugin unit tests."""
+
 from __future__ import annotations
 
 import shutil

@@ -3,6 +3,7 @@
 The done-when scenarios run against the real `vgpu plugin` process in
 tests/integration/plugin/; these cover the pieces' contracts with synthetic GPUs.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,12 @@ def two_gpus():
 
 
 def plugin_set(socket_dir, gpus, health, cfg=None, **kw) -> PluginSet:
-    ps = PluginSet(os.path.join(socket_dir, "kubelet.sock"), build_managers(cfg or make_cfg(split=4), gpus, health),
-                   default_allocators(), **kw)
+    ps = PluginSet(
+        os.path.join(socket_dir, "kubelet.sock"),
+        build_managers(cfg or make_cfg(split=4), gpus, health),
+        default_allocators(),
+        **kw,
+    )
     health.subscribe(lambda changed: [m.refresh(changed) for m in ps.managers])
     return ps
 
@@ -67,18 +72,27 @@ def test_register_list_and_call_every_rpc(socket_dir, two_gpus):
     with FakeKubelet(socket_dir) as kubelet, running(plugin_set(socket_dir, gpus, health)):
         clients = kubelet.wait_for_plugins(NAMES, timeout=10)
         regs = {r.resource_name: r for r in kubelet.registrations}
-        assert {n: (regs[n].version, regs[n].endpoint, regs[n].get_preferred_allocation_available,
-                    regs[n].pre_start_required) for n in NAMES} == {
+        assert {
+            n: (
+                regs[n].version,
+                regs[n].endpoint,
+                regs[n].get_preferred_allocation_available,
+                regs[n].pre_start_required,
+            )
+            for n in NAMES
+        } == {
             NAMES[0]: ("v1beta1", "nvidia-vgpu-number.sock", True, False),
             NAMES[1]: ("v1beta1", "nvidia-vgpu-memory.sock", False, False),
-            NAMES[2]: ("v1beta1", "nvidia-vgpu-cores.sock", False, False)}
+            NAMES[2]: ("v1beta1", "nvidia-vgpu-cores.sock", False, False),
+        }
         assert clients[NAMES[0]].allocatable() == 8
         assert clients[NAMES[1]].allocatable() == 1500
         assert clients[NAMES[2]].allocatable() == 200
         mem = clients[NAMES[1]].allocate([["0-1", "0-2"]])
         assert list(mem.container_responses) == [pb.ContainerAllocateResponse()]
-        assert list(clients[NAMES[2]].allocate([[f"{gpus[0].uuid}-core-0"]]).container_responses) == \
-            [pb.ContainerAllocateResponse()]
+        assert list(clients[NAMES[2]].allocate([[f"{gpus[0].uuid}-core-0"]]).container_responses) == [
+            pb.ContainerAllocateResponse()
+        ]
         with pytest.raises(grpc.RpcError) as err:
             clients[NAMES[0]].allocate([[f"{gpus[0].uuid}-0"]])
         assert err.value.code() is grpc.StatusCode.UNIMPLEMENTED
@@ -151,7 +165,10 @@ def test_stop_removes_our_sockets(socket_dir, two_gpus):
         with running(plugin_set(socket_dir, gpus, health)):
             kubelet.wait_for_plugins(NAMES, timeout=10)
             assert {f for f in os.listdir(socket_dir) if f.startswith("nvidia-")} == {
-                "nvidia-vgpu-number.sock", "nvidia-vgpu-memory.sock", "nvidia-vgpu-cores.sock"}
+                "nvidia-vgpu-number.sock",
+                "nvidia-vgpu-memory.sock",
+                "nvidia-vgpu-cores.sock",
+            }
         assert sorted(os.listdir(socket_dir)) == ["kubelet.sock"]
 
 

@@ -1,4 +1,5 @@
 """The health board (one notification per change, to every listener) and recovery timers."""
+
 from __future__ import annotations
 
 import threading

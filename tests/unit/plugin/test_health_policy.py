@@ -1,4 +1,5 @@
 """health.md §3: DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS, the full truth table."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """Pre-encoded ListAndWatch payloads are byte-identical to protobuf's serialisation."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,8 +13,15 @@ def _proto(ids, health):
     return pb.ListAndWatchResponse(devices=[pb.Device(ID=i, health=health) for i in ids]).SerializeToString()
 
 
-@pytest.mark.parametrize("prefix,count", [("0-", 1), ("7-", 12345), ("GPU-8664316c-6888-5063-1e4d-f2a09cfbf180-", 10),
-                                          ("GPU-8664316c-6888-5063-1e4d-f2a09cfbf180-core-", 150)])
+@pytest.mark.parametrize(
+    "prefix,count",
+    [
+        ("0-", 1),
+        ("7-", 12345),
+        ("GPU-8664316c-6888-5063-1e4d-f2a09cfbf180-", 10),
+        ("GPU-8664316c-6888-5063-1e4d-f2a09cfbf180-core-", 150),
+    ],
+)
 @pytest.mark.parametrize("healthy", [True, False])
 def test_encoding_matches_protobuf_and_exact_size(prefix, count, healthy):
     block = IdBlock("GPU-x", prefix, count)
@@ -27,8 +35,9 @@ def test_blocks_concatenate_into_one_message_with_mixed_health():
     a, b = IdBlock("A", "0-", 30), IdBlock("B", "1-", 25)
     payload = EncodedBlock(a).encoded(True) + EncodedBlock(b).encoded(False)
     msg = pb.ListAndWatchResponse.FromString(payload)
-    assert [(d.ID, d.health) for d in msg.devices] == \
-        [(i, "Healthy") for i in a.ids()] + [(i, "Unhealthy") for i in b.ids()]
+    assert [(d.ID, d.health) for d in msg.devices] == [(i, "Healthy") for i in a.ids()] + [
+        (i, "Unhealthy") for i in b.ids()
+    ]
 
 
 def test_entry_size_equals_protobuf_for_short_and_long_ids():

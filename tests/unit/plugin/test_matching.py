@@ -5,6 +5,7 @@ on their own: pods of other nodes or being deleted, a vgpu-number segment of the
 same-GPU rule falling back when it would leave nobody, the tie-breaks of the order, when a call
 re-lists, and which device problem is named first.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,18 +25,35 @@ def dev(i: int, mem: int = 1000) -> ContainerDevice:
     return ContainerDevice(UUIDS[i], mem, 0)
 
 
-def view(name: str, limits: list[dict[str, int]], segments: list[list[ContainerDevice]] | None = None, *,
-         vgpu_time: str = "100", node: str = NODE, phase: str = keys.BIND_PHASE_ALLOCATING,
-         created: str = "2026-01-01T00:00:00Z", deleting: bool = False, rv: str = "1") -> PodView:
+def view(
+    name: str,
+    limits: list[dict[str, int]],
+    segments: list[list[ContainerDevice]] | None = None,
+    *,
+    vgpu_time: str = "100",
+    node: str = NODE,
+    phase: str = keys.BIND_PHASE_ALLOCATING,
+    created: str = "2026-01-01T00:00:00Z",
+    deleting: bool = False,
+    rv: str = "1",
+) -> PodView:
     ann = {keys.VGPU_NODE: node, keys.BIND_PHASE: phase, keys.VGPU_TIME: vgpu_time}
     if segments is not None:
         ann[keys.DEVICES_TO_ALLOCATE] = encode_pod_devices(segments)
-    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": rv,
-                            "creationTimestamp": created, "annotations": ann}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "default",
+        "uid": f"uid-{name}",
+        "resourceVersion": rv,
+        "creationTimestamp": created,
+        "annotations": ann,
+    }
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:01Z"
-    ctrs = [{"name": f"c{i}", "resources": {"limits": {NAMES.name(ResourceKind(k)): str(v) for k, v in lim.items()}}}
-            for i, lim in enumerate(limits)]
+    ctrs = [
+        {"name": f"c{i}", "resources": {"limits": {NAMES.name(ResourceKind(k)): str(v) for k, v in lim.items()}}}
+        for i, lim in enumerate(limits)
+    ]
     return pod_view({"metadata": meta, "spec": {"containers": ctrs}, "status": {}}, NAMES)
 
 
@@ -48,10 +66,12 @@ def names(cands: list[matching.Candidate]) -> list[str]:
 
 
 def test_only_allocating_pods_of_this_node_not_being_deleted_are_candidates():
-    views = [view("here", [{"number": 1}], [[dev(0)]]),
-             view("elsewhere", [{"number": 1}], [[dev(0)]], node="node-2"),
-             view("deleting", [{"number": 1}], [[dev(0)]], deleting=True),
-             view("done", [{"number": 1}], [[dev(0)]], phase=keys.BIND_PHASE_SUCCESS)]
+    views = [
+        view("here", [{"number": 1}], [[dev(0)]]),
+        view("elsewhere", [{"number": 1}], [[dev(0)]], node="node-2"),
+        view("deleting", [{"number": 1}], [[dev(0)]], deleting=True),
+        view("done", [{"number": 1}], [[dev(0)]], phase=keys.BIND_PHASE_SUCCESS),
+    ]
     assert names(matching.candidates(views, N, 1, NODE, matching.Journal())) == ["here"]
 
 
@@ -80,8 +100,8 @@ def test_same_gpu_rule_is_skipped_when_it_would_leave_nobody():
     a = view("a", [{"number": 1}], [[dev(0)]], vgpu_time="200")
     b = view("b", [{"number": 1}], [[dev(1)]], vgpu_time="100")
     cands = matching.candidates([a, b], N, 1, NODE, matching.Journal())
-    assert matching.choose(cands, N, [f"{UUIDS[0]}-3"], gpu_of, None).view.name == "a"   # rule 1
-    assert matching.choose(cands, N, [f"{UUIDS[2]}-0"], gpu_of, None).view.name == "b"   # nobody: rule 3
+    assert matching.choose(cands, N, [f"{UUIDS[0]}-3"], gpu_of, None).view.name == "a"  # rule 1
+    assert matching.choose(cands, N, [f"{UUIDS[2]}-0"], gpu_of, None).view.name == "b"  # nobody: rule 3
 
 
 def test_order_in_progress_then_vgpu_time_then_creation_then_name():
@@ -116,11 +136,16 @@ def test_device_problem_names_the_first_unusable_device():
     gpus = {UUIDS[0]: object(), UUIDS[1]: object()}
     healthy = {UUIDS[0]: True, UUIDS[1]: False}.__getitem__
     assert matching.device_problem([dev(0)], gpus, healthy, MODE_HAMI_CORE) is None
-    assert matching.device_problem([dev(0), dev(1)], gpus, healthy, MODE_HAMI_CORE) == \
-        f"assigned GPU {UUIDS[1]} is unhealthy"
-    assert matching.device_problem([dev(2), dev(1)], gpus, healthy, MODE_HAMI_CORE) == \
-        f"assigned GPU {UUIDS[2]} is not on this node"
+    assert (
+        matching.device_problem([dev(0), dev(1)], gpus, healthy, MODE_HAMI_CORE)
+        == f"assigned GPU {UUIDS[1]} is unhealthy"
+    )
+    assert (
+        matching.device_problem([dev(2), dev(1)], gpus, healthy, MODE_HAMI_CORE)
+        == f"assigned GPU {UUIDS[2]} is not on this node"
+    )
     assert matching.device_problem([dev(0)], gpus, healthy, MODE_MIG).startswith(
-        "device mode mismatch: node mode is mig, device id is")
+        "device mode mismatch: node mode is mig, device id is"
+    )
     mig = ContainerDevice(UUIDS[0], 1000, 0, MigSlot("group1", 0))
     assert matching.device_problem([mig], gpus, healthy, MODE_MIG) is None

@@ -1,4 +1,5 @@
 """The committed generated code must be what `make proto` produces from the .proto today."""
+
 from __future__ import annotations
 
 import pathlib
@@ -14,8 +15,15 @@ GENERATED = ("vgpu/plugin/api/deviceplugin_pb2.py", "vgpu/plugin/api/deviceplugi
 
 def test_generated_code_is_not_stale(tmp_path):
     # Same command line as the Makefile's `proto` target, into a temp dir.
-    rc = protoc.main(["grpc_tools.protoc", f"-I{ROOT}", f"--python_out={tmp_path}",
-                      f"--grpc_python_out={tmp_path}", str(ROOT / PROTO)])
+    rc = protoc.main(
+        [
+            "grpc_tools.protoc",
+            f"-I{ROOT}",
+            f"--python_out={tmp_path}",
+            f"--grpc_python_out={tmp_path}",
+            str(ROOT / PROTO),
+        ]
+    )
     assert rc == 0
     for rel in GENERATED:
         fresh = (tmp_path / rel).read_text()
@@ -28,12 +36,25 @@ def test_wire_names_and_field_numbers_match_the_spec():
     svc = pb.DESCRIPTOR.services_by_name
     assert svc["Registration"].full_name == "v1beta1.Registration"
     assert [m.name for m in svc["DevicePlugin"].methods] == [
-        "GetDevicePluginOptions", "ListAndWatch", "GetPreferredAllocation", "Allocate", "PreStartContainer"]
+        "GetDevicePluginOptions",
+        "ListAndWatch",
+        "GetPreferredAllocation",
+        "Allocate",
+        "PreStartContainer",
+    ]
     law = svc["DevicePlugin"].methods_by_name["ListAndWatch"]
     assert law.server_streaming and not law.client_streaming
-    fields = {(m, f.name): f.number for m in ("RegisterRequest", "Device", "ContainerAllocateResponse",
-                                              "ContainerPreferredAllocationRequest", "DevicePluginOptions")
-              for f in pb.DESCRIPTOR.message_types_by_name[m].fields}
+    fields = {
+        (m, f.name): f.number
+        for m in (
+            "RegisterRequest",
+            "Device",
+            "ContainerAllocateResponse",
+            "ContainerPreferredAllocationRequest",
+            "DevicePluginOptions",
+        )
+        for f in pb.DESCRIPTOR.message_types_by_name[m].fields
+    }
     assert fields[("RegisterRequest", "options")] == 4
     assert fields[("Device", "ID")] == 1 and fields[("Device", "health")] == 2 and fields[("Device", "topology")] == 3
     assert fields[("ContainerAllocateResponse", "cdi_devices")] == 5

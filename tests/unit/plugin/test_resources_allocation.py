@@ -1,4 +1,5 @@
 """Resource managers (device lists, health flips) and the default allocators."""
+
 from __future__ import annotations
 
 import grpc
@@ -30,7 +31,10 @@ def test_device_lists_per_resource_and_per_node_split_override():
     assert m[ResourceKind.CORES].device_count() == 300
     assert m[ResourceKind.CORES].devices()[150][0] == f"{gpus[1].uuid}-core-0"
     assert [s.socket_name for s in resource_specs(cfg)] == [
-        "nvidia-vgpu-number.sock", "nvidia-vgpu-memory.sock", "nvidia-vgpu-cores.sock"]
+        "nvidia-vgpu-number.sock",
+        "nvidia-vgpu-memory.sock",
+        "nvidia-vgpu-cores.sock",
+    ]
     assert m[ResourceKind.NUMBER].options().get_preferred_allocation_available
     assert not m[ResourceKind.MEMORY].options().get_preferred_allocation_available
     assert not m[ResourceKind.CORES].options().pre_start_required
@@ -80,16 +84,29 @@ def test_preferred_ids_must_include_then_targets_then_order():
 def test_empty_allocator_and_preferred_allocation_for_memory_and_cores():
     gpus = [make_gpu(0, 100), make_gpu(1, 100)]
     m = managers(make_cfg(split=3), gpus, GpuHealth(g.uuid for g in gpus))
-    req = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=["0-1", "0-2"]),
-                                                 pb.ContainerAllocateRequest(devices_ids=["1-0"])])
+    req = pb.AllocateRequest(
+        container_requests=[
+            pb.ContainerAllocateRequest(devices_ids=["0-1", "0-2"]),
+            pb.ContainerAllocateRequest(devices_ids=["1-0"]),
+        ]
+    )
     resp = EmptyAllocator().allocate(m[ResourceKind.MEMORY], req)
     assert len(resp.container_responses) == 2
     assert all(r == pb.ContainerAllocateResponse() for r in resp.container_responses)
     number = m[ResourceKind.NUMBER]
     u0, u1 = gpus[0].uuid, gpus[1].uuid
-    pref = UnavailableAllocator().preferred_allocation(number, pb.PreferredAllocationRequest(container_requests=[
-        pb.ContainerPreferredAllocationRequest(available_deviceIDs=[f"{u1}-0", f"{u0}-2", f"{u0}-1"],
-                                               must_include_deviceIDs=[f"{u1}-0"], allocation_size=2)]))
+    pref = UnavailableAllocator().preferred_allocation(
+        number,
+        pb.PreferredAllocationRequest(
+            container_requests=[
+                pb.ContainerPreferredAllocationRequest(
+                    available_deviceIDs=[f"{u1}-0", f"{u0}-2", f"{u0}-1"],
+                    must_include_deviceIDs=[f"{u1}-0"],
+                    allocation_size=2,
+                )
+            ]
+        ),
+    )
     assert list(pref.container_responses[0].deviceIDs) == [f"{u1}-0", f"{u0}-1"]
 
 
@@ -97,7 +114,9 @@ def test_vgpu_number_allocate_is_refused_not_faked():
     gpus = [make_gpu(0, 100)]
     number = managers(make_cfg(), gpus, GpuHealth([gpus[0].uuid]))[ResourceKind.NUMBER]
     with pytest.raises(AllocationError) as err:
-        UnavailableAllocator().allocate(number, pb.AllocateRequest(
-            container_requests=[pb.ContainerAllocateRequest(devices_ids=[f"{gpus[0].uuid}-0"])]))
+        UnavailableAllocator().allocate(
+            number,
+            pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=[f"{gpus[0].uuid}-0"])]),
+        )
     assert err.value.code is grpc.StatusCode.UNIMPLEMENTED
     assert "volcano.sh/vgpu-number" in str(err.value) and "Volcano" in str(err.value)

@@ -1,4 +1,5 @@
 """The startup size check: exact worst-case sizes and the smallest fitting gpuMemoryFactor."""
+
 from __future__ import annotations
 
 import pytest
@@ -40,8 +41,9 @@ def test_eight_h200_at_factor_1_fail_naming_factor_6():
     gpus = [make_gpu(i, 143771, "NVIDIA H200") for i in range(8)]
     with pytest.raises(SizeCheckError) as err:
         check_listandwatch_sizes(gpus, make_cfg(factor=1))
-    assert str(err.value) == ("vgpu-memory ListAndWatch would be 25564984 bytes (limit 4194304); "
-                              "set gpuMemoryFactor to at least 6")
+    assert str(err.value) == (
+        "vgpu-memory ListAndWatch would be 25564984 bytes (limit 4194304); set gpuMemoryFactor to at least 6"
+    )
     reports = {r.kind: r.worst_case_bytes for r in check_listandwatch_sizes(gpus, make_cfg(factor=6))}
     assert reports[ResourceKind.MEMORY] <= 4_194_304
     assert worst_case_size(ResourceKind.MEMORY, gpus, make_cfg(factor=5)) > 4_194_304

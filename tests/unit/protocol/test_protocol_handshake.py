@@ -1,7 +1,8 @@
 """Handshake values: exact formats of both sides and the scheduler's reading of its stamp."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -15,12 +16,14 @@ from vgpu.protocol import (
     volcano_requesting_stamp,
 )
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def test_reported_format_matches_spec_example():
-    assert encode_reported(datetime(2026, 8, 20, 2, 0, 0, tzinfo=UTC)) == \
-        "Reported 2026-08-20 02:00:00.000000000 +0000 UTC"
+    assert (
+        encode_reported(datetime(2026, 8, 20, 2, 0, 0, tzinfo=UTC))
+        == "Reported 2026-08-20 02:00:00.000000000 +0000 UTC"
+    )
     # always converted to UTC, 9 fraction digits
     t = datetime(2026, 8, 20, 10, 0, 0, 123456, tzinfo=timezone(timedelta(hours=8)))
     assert encode_reported(t) == "Reported 2026-08-20 02:00:00.123456000 +0000 UTC"
@@ -43,10 +46,13 @@ def test_decode_upstream_go_time_string():
     assert h.nanosecond == 360494312
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Reported 2023-10-18 16:42:42 +0800 CST", datetime(2023, 10, 18, 8, 42, 42, tzinfo=UTC)),
-    ("Reported 2023-10-18 03:42:42.5 -0500 -05", datetime(2023, 10, 18, 8, 42, 42, 500000, tzinfo=UTC)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Reported 2023-10-18 16:42:42 +0800 CST", datetime(2023, 10, 18, 8, 42, 42, tzinfo=UTC)),
+        ("Reported 2023-10-18 03:42:42.5 -0500 -05", datetime(2023, 10, 18, 8, 42, 42, 500000, tzinfo=UTC)),
+    ],
+)
 def test_decode_go_time_with_zones(text, expected):
     assert decode_handshake(text).time == expected
 
@@ -60,18 +66,21 @@ def test_round_trips():
     assert decode_handshake(encode_deleted(s)).kind == "Deleted"
 
 
-@pytest.mark.parametrize("value, where", [
-    ("", ""),
-    ("reported 2026-08-20 02:00:00 +0000 UTC", ""),
-    ("Reported", ""),
-    ("Reported yesterday", "Reported time"),
-    ("Reported 2026-13-20 02:00:00 +0000 UTC", "Reported time"),
-    ("Reported 2026-08-20 02:00:00", "Reported time"),
-    ("Requesting_2025-08-04 02:27:07", "Requesting time"),
-    ("Requesting_2025.02.30 02:27:07", "Requesting time"),
-    ("Deleted_", "Deleted time"),
-    ("Requesting 2025.08.04 02:27:07", ""),
-])
+@pytest.mark.parametrize(
+    "value, where",
+    [
+        ("", ""),
+        ("reported 2026-08-20 02:00:00 +0000 UTC", ""),
+        ("Reported", ""),
+        ("Reported yesterday", "Reported time"),
+        ("Reported 2026-13-20 02:00:00 +0000 UTC", "Reported time"),
+        ("Reported 2026-08-20 02:00:00", "Reported time"),
+        ("Requesting_2025-08-04 02:27:07", "Requesting time"),
+        ("Requesting_2025.02.30 02:27:07", "Requesting time"),
+        ("Deleted_", "Deleted time"),
+        ("Requesting 2025.08.04 02:27:07", ""),
+    ],
+)
 def test_strict_decoder_rejects(value, where):
     with pytest.raises(ProtocolError) as exc:
         decode_handshake(value)

@@ -1,4 +1,5 @@
 """Bind phase, vgpu-time and the annotation sets each side writes."""
+
 from __future__ import annotations
 
 import pytest

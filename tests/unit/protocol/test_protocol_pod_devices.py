@@ -1,4 +1,5 @@
 """PodDevices (vgpu-ids-new / devices-to-allocate): golden strings, MIG ids, consumption, errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -35,7 +36,7 @@ def test_spec_examples():
     real = "GPU-68e53c11-902e-fb97-ea05-c0d62322efe2,NVIDIA,2875,100:"  # plugin#142
     assert decode_pod_devices(real) == ((ContainerDevice("GPU-68e53c11-902e-fb97-ea05-c0d62322efe2", 2875, 100),),)
     mig = f"{MIGU}[group2-3],NVIDIA,8000,0:"
-    (dev,), = decode_pod_devices(mig)
+    ((dev,),) = decode_pod_devices(mig)
     assert dev == ContainerDevice(MIGU, 8000, 0, MigSlot("group2", 3))
     assert dev.device_id == f"{MIGU}[group2-3]"
     assert encode_pod_devices([[dev]]) == mig
@@ -57,8 +58,13 @@ def test_consumption_keeps_separators():
 
 
 def test_consumption_a6_three_containers():
-    v = encode_pod_devices([[ContainerDevice(U0, 1, 0)], [ContainerDevice(U0, 1, 0), ContainerDevice(U1, 1, 0)],
-                            [ContainerDevice(U1, 1, 0)]])
+    v = encode_pod_devices(
+        [
+            [ContainerDevice(U0, 1, 0)],
+            [ContainerDevice(U0, 1, 0), ContainerDevice(U1, 1, 0)],
+            [ContainerDevice(U1, 1, 0)],
+        ]
+    )
     steps = [v]
     for i in range(3):
         steps.append(consume_segment(steps[-1], i))
@@ -81,26 +87,29 @@ def test_segment_uuids():
     assert segment_gpu_uuids(mig) == {MIGU}
 
 
-@pytest.mark.parametrize("value, where, fragment", [
-    (f"{U0},NVIDIA,3000,30", "segment 0, device 0", 'not terminated by ":"'),
-    (f"{U0},NVIDIA,3000,30:{U1},NVIDIA,1,1", "segment 0, device 1", 'not terminated by ":"'),
-    (f"{U0},NVIDIA,3000:", "segment 0, device 0", "has 3 fields"),
-    (f"{U0},NVIDIA,3000,30,1:", "segment 0, device 0", "has 5 fields"),
-    (f";{U0},NVIDIA,3000,30::", "segment 1, device 1", "has 1 fields"),
-    (f"GPU-abc,NVIDIA,3000,30:", "segment 0, device 0, field id", "GPU-"),
-    (f"{U0}[group2,3],NVIDIA,1,1:", "segment 0, device 0", "has 5 fields"),
-    (f"{U0}[group2-x],NVIDIA,1,1:", "segment 0, device 0, field id", "[group-position]"),
-    (f"{U0}[group-2-3],NVIDIA,1,1:", "segment 0, device 0, field id", "[group-position]"),
-    (f"{U0}[-3],NVIDIA,1,1:", "segment 0, device 0, field id", "[group-position]"),
-    (f"{U0}[group2-3]x,NVIDIA,1,1:", "segment 0, device 0, field id", "[group-position]"),
-    (f"{U0},nvidia,3000,30:", "segment 0, device 0, field type", '"NVIDIA"'),
-    (f"{U0},NVIDIA,-1,30:", "segment 0, device 0, field usedmem", "uint32"),
-    (f"{U0},NVIDIA,4294967296,30:", "segment 0, device 0, field usedmem", "uint32"),
-    (f"{U0},NVIDIA,,30:", "segment 0, device 0, field usedmem", "uint32"),
-    (f"{U0},NVIDIA,1,101:", "segment 0, device 0, field usedcores", "0..100"),
-    (f"{U0},NVIDIA,1,5%:", "segment 0, device 0, field usedcores", "0..100"),
-    (f"{U0},NVIDIA,1,1:;{U1},NVIDIA,1,1:;x", "segment 2, device 0", 'not terminated by ":"'),
-])
+@pytest.mark.parametrize(
+    "value, where, fragment",
+    [
+        (f"{U0},NVIDIA,3000,30", "segment 0, device 0", 'not terminated by ":"'),
+        (f"{U0},NVIDIA,3000,30:{U1},NVIDIA,1,1", "segment 0, device 1", 'not terminated by ":"'),
+        (f"{U0},NVIDIA,3000:", "segment 0, device 0", "has 3 fields"),
+        (f"{U0},NVIDIA,3000,30,1:", "segment 0, device 0", "has 5 fields"),
+        (f";{U0},NVIDIA,3000,30::", "segment 1, device 1", "has 1 fields"),
+        ("GPU-abc,NVIDIA,3000,30:", "segment 0, device 0, field id", "GPU-"),
+        (f"{U0}[group2,3],NVIDIA,1,1:", "segment 0, device 0", "has 5 fields"),
+        (f"{U0}[group2-x],NVIDIA,1,1:", "segment 0, device 0, field id", "[group-position]"),
+        (f"{U0}[group-2-3],NVIDIA,1,1:", "segment 0, device 0, field id", "[group-position]"),
+        (f"{U0}[-3],NVIDIA,1,1:", "segment 0, device 0, field id", "[group-position]"),
+        (f"{U0}[group2-3]x,NVIDIA,1,1:", "segment 0, device 0, field id", "[group-position]"),
+        (f"{U0},nvidia,3000,30:", "segment 0, device 0, field type", '"NVIDIA"'),
+        (f"{U0},NVIDIA,-1,30:", "segment 0, device 0, field usedmem", "uint32"),
+        (f"{U0},NVIDIA,4294967296,30:", "segment 0, device 0, field usedmem", "uint32"),
+        (f"{U0},NVIDIA,,30:", "segment 0, device 0, field usedmem", "uint32"),
+        (f"{U0},NVIDIA,1,101:", "segment 0, device 0, field usedcores", "0..100"),
+        (f"{U0},NVIDIA,1,5%:", "segment 0, device 0, field usedcores", "0..100"),
+        (f"{U0},NVIDIA,1,1:;{U1},NVIDIA,1,1:;x", "segment 2, device 0", 'not terminated by ":"'),
+    ],
+)
 def test_strict_decoder_errors_say_where(value, where, fragment):
     with pytest.raises(ProtocolError) as exc:
         decode_pod_devices(value, annotation=keys.DEVICES_TO_ALLOCATE)
@@ -122,15 +131,18 @@ def test_long_offending_text_is_shortened():
     assert len(str(exc.value)) < 300
 
 
-@pytest.mark.parametrize("dev, field", [
-    (ContainerDevice("GPU-1", 1, 1), "id"),
-    (ContainerDevice(U0, -1, 1), "usedmem"),
-    (ContainerDevice(U0, 2**32, 1), "usedmem"),
-    (ContainerDevice(U0, 1, 101), "usedcores"),
-    (ContainerDevice(U0, 1, 1, MigSlot("g-1", 0)), "id"),
-    (ContainerDevice(U0, 1, 1, MigSlot("", 0)), "id"),
-    (ContainerDevice(U0, 1, 1, MigSlot("g", -1)), "id"),
-])
+@pytest.mark.parametrize(
+    "dev, field",
+    [
+        (ContainerDevice("GPU-1", 1, 1), "id"),
+        (ContainerDevice(U0, -1, 1), "usedmem"),
+        (ContainerDevice(U0, 2**32, 1), "usedmem"),
+        (ContainerDevice(U0, 1, 101), "usedcores"),
+        (ContainerDevice(U0, 1, 1, MigSlot("g-1", 0)), "id"),
+        (ContainerDevice(U0, 1, 1, MigSlot("", 0)), "id"),
+        (ContainerDevice(U0, 1, 1, MigSlot("g", -1)), "id"),
+    ],
+)
 def test_encoder_refuses_invalid_devices(dev, field):
     with pytest.raises(ProtocolError) as exc:
         encode_pod_devices([[ContainerDevice(U0, 1, 1)], [dev]])

@@ -1,4 +1,5 @@
 """Register annotation: golden strings, strict grammar, and what each Volcano version accepts."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,8 +31,10 @@ def rec(uuid=UUID0, count=10, devmem=81920, typ=A100, health=True, mode="hami-co
 
 def test_spec_example_encodes_byte_for_byte():
     # 80 GiB A100: NVML reports 85899345920 bytes = 81920 MiB.
-    records = [rec(UUID0, devmem=register_devmem(85899345920, 1), typ=register_type("NVIDIA A100-SXM4-80GB")),
-               rec(UUID1, devmem=register_devmem(85899345920, 1), typ=register_type("NVIDIA A100-SXM4-80GB"))]
+    records = [
+        rec(UUID0, devmem=register_devmem(85899345920, 1), typ=register_type("NVIDIA A100-SXM4-80GB")),
+        rec(UUID1, devmem=register_devmem(85899345920, 1), typ=register_type("NVIDIA A100-SXM4-80GB")),
+    ]
     assert encode_register(records) == SPEC_EXAMPLE
     assert decode_register(SPEC_EXAMPLE) == tuple(records)
 
@@ -60,26 +63,29 @@ def test_unhealthy_and_mig_fields():
     assert decode_register(v)[0].mode == "mig"
 
 
-@pytest.mark.parametrize("value, where, fragment", [
-    ("", "", "no GPU records"),
-    (SPEC_EXAMPLE[:-1], "record 1", 'not terminated by ":"'),
-    (SPEC_EXAMPLE + ":", "record 2", "empty record"),
-    (":" + SPEC_EXAMPLE, "record 0", "empty record"),
-    (f"{UUID0},10,81920,{A100},true:", "record 0", "has 5 fields"),
-    (f"{UUID0},10,81920,{A100},true,hami-core,x:", "record 0", "has 7 fields"),
-    (f"GPU-123,10,81920,{A100},true,hami-core:", "record 0, field uuid", "36 hex"),
-    (f"{UUID0.replace('c', 'g')},10,81920,{A100},true,hami-core:", "record 0, field uuid", "36 hex"),
-    (f"{UUID0},-1,81920,{A100},true,hami-core:", "record 0, field count", "not a decimal integer"),
-    (f"{UUID0},1x,81920,{A100},true,hami-core:", "record 0, field count", "not a decimal integer"),
-    (f"{UUID0},10,８１,{A100},true,hami-core:", "record 0, field devmem", "not a decimal integer"),
-    (f"{UUID0},10,,{A100},true,hami-core:", "record 0, field devmem", "not a decimal integer"),
-    (f"{UUID0},10,99999999999999999999,{A100},true,hami-core:", "record 0, field devmem", "decimal"),
-    (f"{UUID0},10,81920,Tesla T4,true,hami-core:", "record 0, field type", "NVIDIA-"),
-    (f"{UUID0},10,81920,NVIDIA-,true,hami-core:", "record 0, field type", "NVIDIA-"),
-    (f"{UUID0},10,81920,{A100},True,hami-core:", "record 0, field health", '"true" or "false"'),
-    (f"{UUID0},10,81920,{A100},true,mps:", "record 0, field mode", '"hami-core" or "mig"'),
-    (f"{UUID0}, 10,81920,{A100},true,hami-core:", "record 0, field count", "decimal"),
-])
+@pytest.mark.parametrize(
+    "value, where, fragment",
+    [
+        ("", "", "no GPU records"),
+        (SPEC_EXAMPLE[:-1], "record 1", 'not terminated by ":"'),
+        (SPEC_EXAMPLE + ":", "record 2", "empty record"),
+        (":" + SPEC_EXAMPLE, "record 0", "empty record"),
+        (f"{UUID0},10,81920,{A100},true:", "record 0", "has 5 fields"),
+        (f"{UUID0},10,81920,{A100},true,hami-core,x:", "record 0", "has 7 fields"),
+        (f"GPU-123,10,81920,{A100},true,hami-core:", "record 0, field uuid", "36 hex"),
+        (f"{UUID0.replace('c', 'g')},10,81920,{A100},true,hami-core:", "record 0, field uuid", "36 hex"),
+        (f"{UUID0},-1,81920,{A100},true,hami-core:", "record 0, field count", "not a decimal integer"),
+        (f"{UUID0},1x,81920,{A100},true,hami-core:", "record 0, field count", "not a decimal integer"),
+        (f"{UUID0},10,８１,{A100},true,hami-core:", "record 0, field devmem", "not a decimal integer"),
+        (f"{UUID0},10,,{A100},true,hami-core:", "record 0, field devmem", "not a decimal integer"),
+        (f"{UUID0},10,99999999999999999999,{A100},true,hami-core:", "record 0, field devmem", "decimal"),
+        (f"{UUID0},10,81920,Tesla T4,true,hami-core:", "record 0, field type", "NVIDIA-"),
+        (f"{UUID0},10,81920,NVIDIA-,true,hami-core:", "record 0, field type", "NVIDIA-"),
+        (f"{UUID0},10,81920,{A100},True,hami-core:", "record 0, field health", '"true" or "false"'),
+        (f"{UUID0},10,81920,{A100},true,mps:", "record 0, field mode", '"hami-core" or "mig"'),
+        (f"{UUID0}, 10,81920,{A100},true,hami-core:", "record 0, field count", "decimal"),
+    ],
+)
 def test_strict_decoder_rejects_malformed(value, where, fragment):
     with pytest.raises(ProtocolError) as exc:
         decode_register(value)
@@ -90,15 +96,18 @@ def test_strict_decoder_rejects_malformed(value, where, fragment):
     assert str(err).startswith("volcano.sh/node-vgpu-register")
 
 
-@pytest.mark.parametrize("bad, field", [
-    (rec(uuid="GPU-x"), "uuid"),
-    (rec(count=-1), "count"),
-    (rec(devmem=True), "devmem"),
-    (rec(typ="NVIDIA-A,B"), "type"),
-    (rec(typ="AMD-MI300"), "type"),
-    (rec(mode="mps"), "mode"),
-    (rec(health="true"), "health"),
-])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        (rec(uuid="GPU-x"), "uuid"),
+        (rec(count=-1), "count"),
+        (rec(devmem=True), "devmem"),
+        (rec(typ="NVIDIA-A,B"), "type"),
+        (rec(typ="AMD-MI300"), "type"),
+        (rec(mode="mps"), "mode"),
+        (rec(health="true"), "health"),
+    ],
+)
 def test_encoder_refuses_what_would_not_decode(bad, field):
     with pytest.raises(ProtocolError) as exc:
         encode_register([rec(UUID1), bad])
@@ -109,11 +118,14 @@ def test_encoder_refuses_what_would_not_decode(bad, field):
 
 # --- the Volcano decoders (R-1: our annotation decodes on every version) ---
 
+
 @pytest.mark.parametrize("min_fields", [5, 6])
 def test_our_annotation_decodes_on_every_volcano(min_fields):
     view = decode_register_as_volcano(SPEC_EXAMPLE, min_fields=min_fields)
     assert [(g.id, g.uuid, g.number, g.memory, g.type) for g in view.devices] == [
-        (0, UUID0, 10, 81920, A100), (1, UUID1, 10, 81920, A100)]
+        (0, UUID0, 10, 81920, A100),
+        (1, UUID1, 10, 81920, A100),
+    ]
     assert view.mode == "hami-core"
 
 

@@ -1,6 +1,7 @@
 """Property tests (seeded random generators): encode → decode is the identity, and any single
 character change to a valid value either decodes to values that round-trip or raises
 ProtocolError — never another exception."""
+
 from __future__ import annotations
 
 import random
@@ -31,9 +32,17 @@ def gpu_uuid(rng: random.Random) -> str:
 
 def rand_register(rng: random.Random) -> list[RegisterRecord]:
     names = ["NVIDIA A100-SXM4-80GB", "Tesla T4", "NVIDIA H200 141GB HBM3e", "NVIDIA GeForce RTX 3090", "A30"]
-    return [RegisterRecord(gpu_uuid(rng), rng.randint(0, 1000), rng.randint(0, 2**40),
-                           "NVIDIA-" + rng.choice(names), rng.random() < 0.5, rng.choice(["hami-core", "mig"]))
-            for _ in range(rng.randint(1, 16))]
+    return [
+        RegisterRecord(
+            gpu_uuid(rng),
+            rng.randint(0, 1000),
+            rng.randint(0, 2**40),
+            "NVIDIA-" + rng.choice(names),
+            rng.random() < 0.5,
+            rng.choice(["hami-core", "mig"]),
+        )
+        for _ in range(rng.randint(1, 16))
+    ]
 
 
 def rand_pod(rng: random.Random) -> list[list[ContainerDevice]]:
@@ -86,7 +95,7 @@ def mutate(rng: random.Random, text: str) -> str:
     if op == "insert" or not text:
         return text[:i] + c + text[i:]
     i = min(i, len(text) - 1)
-    return text[:i] + ("" if op == "delete" else c) + text[i + 1:]
+    return text[:i] + ("" if op == "delete" else c) + text[i + 1 :]
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -1,4 +1,5 @@
 """Fit, score and Allocate (§4, §9.2, §9.3, §9.5), the worked example (§6) and the S table."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -50,8 +51,13 @@ def test_worked_example_section_6():
 
 def test_request_extraction():
     cfg = SchedulerConfig()
-    p = pod("p", ctr("cores-only", cores=50), ctr("mem-only", memory=2000), ctr("count-only", number=2),
-            ctr("req", number=1, requests={MEM: "100", "volcano.sh/vgpu-cores": "20"}))
+    p = pod(
+        "p",
+        ctr("cores-only", cores=50),
+        ctr("mem-only", memory=2000),
+        ctr("count-only", number=2),
+        ctr("req", number=1, requests={MEM: "100", "volcano.sh/vgpu-cores": "20"}),
+    )
     assert pod_requests(p, cfg) == [
         ContainerRequest(nums=1, memreq=2000, mem_percentage=101, coresreq=0),
         ContainerRequest(nums=2, memreq=0, mem_percentage=100, coresreq=0),  # omitted memory = whole card
@@ -86,16 +92,20 @@ def test_a12_split_count_caps_tasks():
     for i in range(2):
         place(core, pod(f"p{i}", ctr(number=1, memory=100)))
     assert core.filter_and_score(pod("p2", ctr(number=1, memory=100)), ["n1"]).node_reasons == {
-        "n1": "not enough gpu fitted on this node"}
+        "n1": "not enough gpu fitted on this node"
+    }
 
 
-@pytest.mark.parametrize("first, second, fits", [
-    (dict(memory=80000), dict(memory=2000), False),       # memory
-    (dict(memory=100, cores=60), dict(memory=100, cores=50), False),  # cores > 100
-    (dict(memory=100, cores=10), dict(memory=100, cores=100), False),  # exclusive needs an empty card
-    (dict(memory=100, cores=100), dict(memory=100), False),  # a full card takes no cores=0 task
-    (dict(memory=100, cores=50), dict(memory=100, cores=50), True),
-])
+@pytest.mark.parametrize(
+    "first, second, fits",
+    [
+        (dict(memory=80000), dict(memory=2000), False),  # memory
+        (dict(memory=100, cores=60), dict(memory=100, cores=50), False),  # cores > 100
+        (dict(memory=100, cores=10), dict(memory=100, cores=100), False),  # exclusive needs an empty card
+        (dict(memory=100, cores=100), dict(memory=100), False),  # a full card takes no cores=0 task
+        (dict(memory=100, cores=50), dict(memory=100, cores=50), True),
+    ],
+)
 def test_per_card_rules(first, second, fits):
     core = make_core(nodes={"n1": node_annotations(1)})
     place(core, pod("a", ctr(number=1, **first)))
@@ -108,14 +118,17 @@ def test_count_only_needs_untouched_memory():
     assert core.filter_and_score(pod("b", ctr(number=1)), ["n1"]).node is None
 
 
-@pytest.mark.parametrize("ann, fits", [
-    ({keys.USE_GPUTYPE: "a100"}, True),
-    ({keys.USE_GPUTYPE: "T4,V100"}, False),
-    ({keys.USE_GPUTYPE: "T4,A100", keys.NOUSE_GPUTYPE: "A100"}, True),  # use wins
-    ({keys.NOUSE_GPUTYPE: "T4,a100"}, False),
-    ({keys.NOUSE_GPUTYPE: "T4,V100"}, True),
-    ({keys.NOUSE_GPUTYPE: "A100"}, False),
-])
+@pytest.mark.parametrize(
+    "ann, fits",
+    [
+        ({keys.USE_GPUTYPE: "a100"}, True),
+        ({keys.USE_GPUTYPE: "T4,V100"}, False),
+        ({keys.USE_GPUTYPE: "T4,A100", keys.NOUSE_GPUTYPE: "A100"}, True),  # use wins
+        ({keys.NOUSE_GPUTYPE: "T4,a100"}, False),
+        ({keys.NOUSE_GPUTYPE: "T4,V100"}, True),
+        ({keys.NOUSE_GPUTYPE: "A100"}, False),
+    ],
+)
 def test_gputype_filters(ann, fits):
     core = make_core()
     assert (core.filter_and_score(pod("p", annotations=ann), ["n1"]).node is not None) is fits
@@ -143,13 +156,16 @@ def test_c4_uuid_allow_deny_master_only():
     plan = place(core, pod("p", ctr(number=1, memory=10), annotations=ann))
     assert devices(plan) == [[(UUIDS[0], 10, 0)]]  # deny wins over allow for GPU 1
     r = core.filter_and_score(pod("q", annotations={keys.USE_GPUUUID: "GPU-nope"}), ["n1"])
-    assert r.node_reasons["n1"] == ('no GPU matches UUID constraints volcano.sh/vgpu-use-gpuuuid="GPU-nope", '
-                                    'volcano.sh/vgpu-nouse-gpuuuid="" on node n1')
+    assert r.node_reasons["n1"] == (
+        'no GPU matches UUID constraints volcano.sh/vgpu-use-gpuuuid="GPU-nope", '
+        'volcano.sh/vgpu-nouse-gpuuuid="" on node n1'
+    )
     old = make_core("v1.15")
     assert old.filter_and_score(pod("q", annotations={keys.USE_GPUUUID: "GPU-nope"}), ["n1"]).node == "n1"
 
 
 # ---- the S table (known-failures.md): one test per row ----
+
 
 @pytest.mark.parametrize("version, expected", [("v1.13", 0), ("v1.14", 40960)])
 def test_s1_percentage_int_division_until_v1_13(version, expected):
@@ -183,8 +199,14 @@ def test_s4_podgroup_spread(version, same_gpu):
     b = place(core, pod("b", ctr(number=1, memory=100), annotations=ann))
     assert (devices(a)[0][0][0] == devices(b)[0][0][0]) is same_gpu
     # another group is not affected
-    c = place(core, pod("c", ctr(number=1, memory=100),
-                        annotations={keys.PODGROUP_POLICY: "spread", "scheduling.k8s.io/group-name": "job2"}))
+    c = place(
+        core,
+        pod(
+            "c",
+            ctr(number=1, memory=100),
+            annotations={keys.PODGROUP_POLICY: "spread", "scheduling.k8s.io/group-name": "job2"},
+        ),
+    )
     assert devices(c)[0][0][0] == UUIDS[1]
 
 
@@ -219,8 +241,12 @@ def test_s8_spread_score(version, score):
 
 
 def test_binpack_score_and_weight():
-    core = make_core("master", policy="binpack", weight=2,
-                     nodes={"n1": node_annotations(1, mem=1000), "n2": node_annotations(1, mem=1000)})
+    core = make_core(
+        "master",
+        policy="binpack",
+        weight=2,
+        nodes={"n1": node_annotations(1, mem=1000), "n2": node_annotations(1, mem=1000)},
+    )
     busy = pod("busy", node="n2", annotations={keys.VGPU_IDS_NEW: f"{UUIDS[0]},NVIDIA,500,0:"})
     core.sync_pods([busy])
     r = core.filter_and_score(pod("p", ctr(number=1, memory=250)), ["n1", "n2"])
@@ -276,7 +302,9 @@ def test_ledger_follows_pods_and_is_idempotent():
 
 def test_ledger_matches_uuid_by_substring_and_skips_junk():
     core = make_core()
-    junk = pod("j", node="n1", annotations={keys.VGPU_IDS_NEW: f"x{UUIDS[0]}y,NVIDIA,7,1:bad,NVIDIA:;GPU-zz,NVIDIA,1,1:"})
+    junk = pod(
+        "j", node="n1", annotations={keys.VGPU_IDS_NEW: f"x{UUIDS[0]}y,NVIDIA,7,1:bad,NVIDIA:;GPU-zz,NVIDIA,1,1:"}
+    )
     core.sync_pods([junk])
     g0, g1 = core.nodes["n1"].gpus
     assert (g0.used_num, g0.used_mem, g0.used_core) == (1, 7, 1) and g1.used_num == 0
@@ -329,11 +357,14 @@ def test_container_device_type_is_literal_nvidia():
     assert ",NVIDIA,1,0:" in ids(plan)
 
 
-@pytest.mark.parametrize("version, expected", [
-    ("v1.12", {}),
-    ("v1.13", {"volcano.sh/vgpu-memory": 2 * 3000 * 1000.0, "volcano.sh/vgpu-cores": 2 * 30 * 1000.0}),
-    ("master", {"volcano.sh/vgpu-memory": 2 * 3000 * 1000.0, "volcano.sh/vgpu-cores": 2 * 30 * 1000.0}),
-])
+@pytest.mark.parametrize(
+    "version, expected",
+    [
+        ("v1.12", {}),
+        ("v1.13", {"volcano.sh/vgpu-memory": 2 * 3000 * 1000.0, "volcano.sh/vgpu-cores": 2 * 30 * 1000.0}),
+        ("master", {"volcano.sh/vgpu-memory": 2 * 3000 * 1000.0, "volcano.sh/vgpu-cores": 2 * 30 * 1000.0}),
+    ],
+)
 def test_s3_queue_accounting_in_milli_units_from_v1_13(version, expected):
     core = make_core(version)
     p = pod("p", ctr(number=2, memory=3000, cores=30))

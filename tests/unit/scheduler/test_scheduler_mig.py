@@ -1,4 +1,5 @@
 """MIG pick (§9.4, mig.md §4): positions, group stickiness, the factor, quirks, ledger charges."""
+
 from __future__ import annotations
 
 import pytest
@@ -52,8 +53,11 @@ def test_big_request_picks_later_group_positions():
 def test_position_counts_types_before_it():
     core = make_core(nodes={"n1": mig_node()})
     # rebuild a ledger where group2's three 2g slots are taken
-    busy = pod("busy", node="n1", annotations={keys.VGPU_IDS_NEW: ";".join(
-        f"{UUIDS[0]}[group2-{i}],NVIDIA,1,0:" for i in range(3))})
+    busy = pod(
+        "busy",
+        node="n1",
+        annotations={keys.VGPU_IDS_NEW: ";".join(f"{UUIDS[0]}[group2-{i}],NVIDIA,1,0:" for i in range(3))},
+    )
     core.sync_pods([busy])
     g = core.nodes["n1"].gpus[0]
     assert g.mig_usage.index == 1 and (g.used_num, g.used_mem) == (3, 3 * 19968)
@@ -68,8 +72,9 @@ def test_two_containers_of_one_pod_get_the_same_position():
     assert [s[0][1] for s in slots(plan)] == [MigSlot("group1", 0), MigSlot("group1", 0)]
 
 
-@pytest.mark.parametrize("version, slot, charge", [("v1.14", MigSlot("group1", 0), 9728),
-                                                    ("v1.15", MigSlot("group2", 0), 19968 // 2)])
+@pytest.mark.parametrize(
+    "version, slot, charge", [("v1.14", MigSlot("group1", 0), 9728), ("v1.15", MigSlot("group2", 0), 19968 // 2)]
+)
 def test_gpu_memory_factor_in_mig_pick(version, slot, charge):
     core = make_core(version, gpu_memory_factor=2, nodes={"n1": mig_node(mem=40960)})
     plan = place(core, pod("p", ctr(number=1, memory=6000), annotations=MIG))  # 12000 MiB from v1.15
@@ -110,9 +115,16 @@ def test_release_keeps_the_group_until_rebuild():
 
 def test_ledger_rebuild_from_suffixes_and_bad_ids():
     core = make_core(nodes={"n1": mig_node(2)})
-    p = pod("p", node="n1", annotations={keys.VGPU_IDS_NEW: (
-        f"{UUIDS[0]}[group3-1],NVIDIA,30000,0:{UUIDS[1]},NVIDIA,5,0:;{UUIDS[1]}[group9-0],NVIDIA,5,10:"
-        f"{UUIDS[1]}[group1-12],NVIDIA,5,0:")})
+    p = pod(
+        "p",
+        node="n1",
+        annotations={
+            keys.VGPU_IDS_NEW: (
+                f"{UUIDS[0]}[group3-1],NVIDIA,30000,0:{UUIDS[1]},NVIDIA,5,0:;{UUIDS[1]}[group9-0],NVIDIA,5,10:"
+                f"{UUIDS[1]}[group1-12],NVIDIA,5,0:"
+            )
+        },
+    )
     core.sync_pods([p])
     g0, g1 = core.nodes["n1"].gpus
     assert (g0.used_num, g0.used_mem, g0.mig_usage.index) == (1, 40192, 2)

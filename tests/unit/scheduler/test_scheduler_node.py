@@ -1,4 +1,5 @@
 """Node decode (§9.1), handshake state machine (§2.2), allocatable rule (§2.3), R-1 and R-6."""
+
 from __future__ import annotations
 
 from datetime import timedelta, timezone
@@ -25,7 +26,8 @@ def test_r1_our_register_is_accepted_by_every_version(version):
     d = c.node_event("n1", node_annotations(4), ALLOC, T0)
     assert d.usable, d.reason
     assert [(g.id, g.uuid, g.number, g.memory) for g in c.nodes["n1"].gpus] == [
-        (i, UUIDS[i], 10, 81920) for i in range(4)]
+        (i, UUIDS[i], 10, 81920) for i in range(4)
+    ]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -118,8 +120,10 @@ def test_master_allocatable_names_are_hard_coded():
 
 def test_mig_mode_and_fallback():
     c = core("master")
-    recs = [RegisterRecord(UUIDS[0], 7, 81920, A100, True, "mig"),
-            RegisterRecord(UUIDS[1], 7, 16384, "NVIDIA-Tesla T4", True, "mig")]
+    recs = [
+        RegisterRecord(UUIDS[0], 7, 81920, A100, True, "mig"),
+        RegisterRecord(UUIDS[1], 7, 16384, "NVIDIA-Tesla T4", True, "mig"),
+    ]
     d = c.node_event("n1", {keys.REGISTER: encode_register(recs)}, ALLOC, T0)
     assert d.usable
     g0, g1 = c.nodes["n1"].gpus
@@ -133,8 +137,10 @@ def test_mig_mode_and_fallback():
     assert [g.mode for g in old.nodes["n1"].gpus] == ["hami-core", "hami-core"]
 
 
-@pytest.mark.parametrize("text, expected", [("1.15", "v1.15"), ("v1.15.2", "v1.15"), ("v1.16.0-alpha", "master"),
-                                            ("master", "master"), ("v1.9", "v1.9")])
+@pytest.mark.parametrize(
+    "text, expected",
+    [("1.15", "v1.15"), ("v1.15.2", "v1.15"), ("v1.16.0-alpha", "master"), ("master", "master"), ("v1.9", "v1.9")],
+)
 def test_version_names(text, expected):
     assert normalize_version(text) == expected
 

@@ -4,6 +4,7 @@
 by ``make proto`` (never edit them by hand).  The constants come from
 shared/spec/kubelet-device-plugin-api.md §3.
 """
+
 from __future__ import annotations
 
 from vgpu.plugin.api import deviceplugin_pb2 as pb
@@ -26,7 +27,18 @@ DEVICE_PLUGIN_SERVICE = pb.DESCRIPTOR.services_by_name["DevicePlugin"].full_name
 REGISTRATION_SERVICE = pb.DESCRIPTOR.services_by_name["Registration"].full_name
 
 __all__ = [
-    "pb", "pb_grpc", "VERSION", "SUPPORTED_VERSIONS", "HEALTHY", "UNHEALTHY",
-    "DEVICE_PLUGIN_PATH", "KUBELET_SOCKET", "KUBELET_CHECKPOINT", "PRE_START_CONTAINER_TIMEOUT_S",
-    "KUBELET_MAX_RECEIVE_BYTES", "MAX_DEVICE_ID_LENGTH", "DEVICE_PLUGIN_SERVICE", "REGISTRATION_SERVICE",
+    "pb",
+    "pb_grpc",
+    "VERSION",
+    "SUPPORTED_VERSIONS",
+    "HEALTHY",
+    "UNHEALTHY",
+    "DEVICE_PLUGIN_PATH",
+    "KUBELET_SOCKET",
+    "KUBELET_CHECKPOINT",
+    "PRE_START_CONTAINER_TIMEOUT_S",
+    "KUBELET_MAX_RECEIVE_BYTES",
+    "MAX_DEVICE_ID_LENGTH",
+    "DEVICE_PLUGIN_SERVICE",
+    "REGISTRATION_SERVICE",
 ]

@@ -4,15 +4,26 @@ Clients branch on ``code`` and ``reason`` (the kubernetes Python client raises A
 with ``status``; client-go maps ``reason`` to IsNotFound/IsConflict ...), so the shapes and
 messages follow the real apiserver's ``k8s.io/apimachinery/pkg/api/errors``.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 _REASONS = {
-    400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
-    405: "MethodNotAllowed", 406: "NotAcceptable", 409: "Conflict", 410: "Gone",
-    415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests",
-    500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout",
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Gone",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
 }
 
 
@@ -23,8 +34,14 @@ def default_reason(code: int) -> str:
 class ApiError(Exception):
     """An error answer: ``code`` is the HTTP status, ``status()`` the JSON body."""
 
-    def __init__(self, code: int, message: str, reason: str | None = None,
-                 details: dict[str, Any] | None = None, retry_after: int | None = None):
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+        retry_after: int | None = None,
+    ):
         super().__init__(message)
         self.code = code
         self.message = message
@@ -34,8 +51,12 @@ class ApiError(Exception):
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": self.message, "reason": self.reason,
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
         }
         if self.details is not None:
             body["details"] = self.details
@@ -62,8 +83,9 @@ def already_exists(qualified: str, name: str) -> ApiError:
 
 
 def conflict(qualified: str, name: str, why: str) -> ApiError:
-    return ApiError(409, f'Operation cannot be fulfilled on {qualified} "{name}": {why}', "Conflict",
-                    _details(name, qualified))
+    return ApiError(
+        409, f'Operation cannot be fulfilled on {qualified} "{name}": {why}', "Conflict", _details(name, qualified)
+    )
 
 
 STALE = "the object has been modified; please apply your changes to the latest version and try again"
@@ -71,8 +93,11 @@ STALE = "the object has been modified; please apply your changes to the latest v
 
 def invalid(kind: str, name: str, causes: list[tuple[str, str, str]], group: str = "") -> ApiError:
     """422 Invalid; ``causes`` are (field, reason, message) like field.ErrorList."""
-    text = "; ".join(f"{f}: {m}" for f, _, m in causes) if len(causes) == 1 else \
-        "[" + ", ".join(f"{f}: {m}" for f, _, m in causes) + "]"
+    text = (
+        "; ".join(f"{f}: {m}" for f, _, m in causes)
+        if len(causes) == 1
+        else "[" + ", ".join(f"{f}: {m}" for f, _, m in causes) + "]"
+    )
     details: dict[str, Any] = {"name": name}
     if group:
         details["group"] = group
@@ -90,8 +115,7 @@ def gone(message: str) -> ApiError:
 
 
 def method_not_allowed() -> ApiError:
-    return ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed",
-                    {})
+    return ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed", {})
 
 
 def not_found_path() -> ApiError:
@@ -99,12 +123,14 @@ def not_found_path() -> ApiError:
 
 
 def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, f"the body of the request was in an unknown format - accepted media types include: "
-                         f"application/json-patch+json, application/merge-patch+json, "
-                         f"application/strategic-merge-patch+json (got {content_type!r})",
-                    "UnsupportedMediaType")
+    return ApiError(
+        415,
+        f"the body of the request was in an unknown format - accepted media types include: "
+        f"application/json-patch+json, application/merge-patch+json, "
+        f"application/strategic-merge-patch+json (got {content_type!r})",
+        "UnsupportedMediaType",
+    )
 
 
 def internal(message: str) -> ApiError:
-    return ApiError(500, f"Internal error occurred: {message}", "InternalError",
-                    {"causes": [{"message": message}]})
+    return ApiError(500, f"Internal error occurred: {message}", "InternalError", {"causes": [{"message": message}]})

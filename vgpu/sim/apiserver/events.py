@@ -4,6 +4,7 @@ The real server keeps one storage for both APIs and converts on the way in and o
 event created through either group is visible through both (``kubectl describe`` reads the
 core one). The simulator stores the core shape; these functions translate field names.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -9,6 +9,7 @@ Patterns are ``fnmatch`` globs on the verb (get, list, watch, create, update, pa
 deletecollection), the resource (``pods``, ``pods/status``, ``pods/binding``, ``nodes``;
 ``pods*`` matches the resource and its subresources), the namespace and the name.
 """
+
 from __future__ import annotations
 
 import collections
@@ -33,8 +34,8 @@ class FaultRule:
     resource: str = "*"
     namespace: str | None = None
     name: str | None = None
-    status: int | None = 500        # None: no error, only ``delay``
-    count: int | None = 1           # None: until cleared
+    status: int | None = 500  # None: no error, only ``delay``
+    count: int | None = 1  # None: until cleared
     delay: float = 0.0
     message: str | None = None
     reason: str | None = None
@@ -42,8 +43,12 @@ class FaultRule:
     hits: int = 0
 
     def matches(self, verb: str, resource: str, namespace: str | None, name: str | None) -> bool:
-        return (_match(self.verb, verb) and _match(self.resource, resource)
-                and _match(self.namespace, namespace) and _match(self.name, name))
+        return (
+            _match(self.verb, verb)
+            and _match(self.resource, resource)
+            and _match(self.namespace, namespace)
+            and _match(self.name, name)
+        )
 
     @property
     def exhausted(self) -> bool:
@@ -57,20 +62,45 @@ class Faults:
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
 
-    def fail(self, verb: str = "*", resource: str = "*", *, status: int = 500, count: int | None = 1,
-             namespace: str | None = None, name: str | None = None, message: str | None = None,
-             reason: str | None = None, retry_after: int | None = None, delay: float = 0.0) -> FaultRule:
+    def fail(
+        self,
+        verb: str = "*",
+        resource: str = "*",
+        *,
+        status: int = 500,
+        count: int | None = 1,
+        namespace: str | None = None,
+        name: str | None = None,
+        message: str | None = None,
+        reason: str | None = None,
+        retry_after: int | None = None,
+        delay: float = 0.0,
+    ) -> FaultRule:
         """Answer the next ``count`` matching requests with ``status`` (a real Status body)."""
-        return self.add(FaultRule(verb, resource, namespace, name, status, count, delay, message, reason,
-                                  retry_after))
+        return self.add(FaultRule(verb, resource, namespace, name, status, count, delay, message, reason, retry_after))
 
-    def delay(self, seconds: float, verb: str = "*", resource: str = "*", *, count: int | None = None,
-              namespace: str | None = None, name: str | None = None) -> FaultRule:
+    def delay(
+        self,
+        seconds: float,
+        verb: str = "*",
+        resource: str = "*",
+        *,
+        count: int | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+    ) -> FaultRule:
         """Delay matching requests by ``seconds`` and then serve them normally."""
         return self.add(FaultRule(verb, resource, namespace, name, None, count, seconds))
 
-    def reset_connection(self, verb: str = "*", resource: str = "*", *, count: int | None = 1,
-                         namespace: str | None = None, name: str | None = None) -> FaultRule:
+    def reset_connection(
+        self,
+        verb: str = "*",
+        resource: str = "*",
+        *,
+        count: int | None = 1,
+        namespace: str | None = None,
+        name: str | None = None,
+    ) -> FaultRule:
         """Close the connection of matching requests without any answer."""
         return self.add(FaultRule(verb, resource, namespace, name, 0, count))
 
@@ -113,7 +143,7 @@ class RequestRecord:
     monotonic: float
     method: str
     verb: str
-    resource: str          # "pods", "pods/binding", "" for discovery and other paths
+    resource: str  # "pods", "pods/binding", "" for discovery and other paths
     namespace: str | None
     name: str | None
     path: str
@@ -147,23 +177,46 @@ class RequestLog:
             self._records.clear()
             self._counts.clear()
 
-    def requests(self, verb: str | None = None, resource: str | None = None, *, namespace: str | None = None,
-                 name: str | None = None, since: float | None = None, writes_only: bool = False,
-                 ok_only: bool = False) -> list[RequestRecord]:
+    def requests(
+        self,
+        verb: str | None = None,
+        resource: str | None = None,
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+        since: float | None = None,
+        writes_only: bool = False,
+        ok_only: bool = False,
+    ) -> list[RequestRecord]:
         """Matching records (globs as for faults); ``since`` compares with the server clock."""
         with self._lock:
             records = list(self._records)
-        return [r for r in records
-                if _match(verb, r.verb) and _match(resource, r.resource) and _match(namespace, r.namespace)
-                and _match(name, r.name) and (since is None or r.time >= since)
-                and (not writes_only or r.is_write) and (not ok_only or 200 <= r.status < 300)]
+        return [
+            r
+            for r in records
+            if _match(verb, r.verb)
+            and _match(resource, r.resource)
+            and _match(namespace, r.namespace)
+            and _match(name, r.name)
+            and (since is None or r.time >= since)
+            and (not writes_only or r.is_write)
+            and (not ok_only or 200 <= r.status < 300)
+        ]
 
-    def writes(self, resource: str | None = None, verb: str | None = None, *, name: str | None = None,
-               namespace: str | None = None, since: float | None = None, ok_only: bool = False
-               ) -> list[RequestRecord]:
+    def writes(
+        self,
+        resource: str | None = None,
+        verb: str | None = None,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        since: float | None = None,
+        ok_only: bool = False,
+    ) -> list[RequestRecord]:
         """Write requests (create, update, patch, delete, deletecollection)."""
-        return self.requests(verb, resource, namespace=namespace, name=name, since=since, writes_only=True,
-                             ok_only=ok_only)
+        return self.requests(
+            verb, resource, namespace=namespace, name=name, since=since, writes_only=True, ok_only=ok_only
+        )
 
     def counts(self) -> collections.Counter[tuple[str, str]]:
         """All requests ever seen, by (resource, verb)."""

@@ -4,6 +4,7 @@
 and ``Handlers.handle`` answers one request with a ``Response`` (or a watch to stream),
 raising ApiError for every failure so the HTTP layer can render the Status body.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,7 @@ class Request:
     query_string: str = ""
 
     @classmethod
-    def parse(cls, method: str, target: str, headers: dict[str, str], body: bytes) -> "Request":
+    def parse(cls, method: str, target: str, headers: dict[str, str], body: bytes) -> Request:
         path, _, qs = target.partition("?")
         return cls(method, path, parse_qs(qs, keep_blank_values=True), headers, body, qs)
 
@@ -179,27 +180,33 @@ class Handlers:
         if what == "health":
             return Response(200, b"ok", "text/plain; charset=utf-8")
         if what == "api":
-            return _json_response({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-                {"clientCIDR": "0.0.0.0/0", "serverAddress": self.server_address()}]})
+            return _json_response(
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": self.server_address()}],
+                }
+            )
         if what.startswith("openapi:"):
-            gv = what[len("openapi:"):]
+            gv = what[len("openapi:") :]
             if not gv:
                 return _json_response(openapi.root(self.version["gitVersion"]))
             group, version = openapi.group_versions()[gv]
             return _json_response(openapi.document(group, version, self.version["gitVersion"]))
         if what == "apis":
-            return _json_response({"kind": "APIGroupList", "apiVersion": "v1",
-                                   "groups": [self._group(g) for g in resources.GROUPS]})
+            return _json_response(
+                {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group(g) for g in resources.GROUPS]}
+            )
         if what.startswith("group:"):
             return _json_response({"kind": "APIGroup", "apiVersion": "v1", **self._group(what[6:])})
         if what.startswith("groupversion:"):
-            gv = what[len("groupversion:"):]
+            gv = what[len("groupversion:") :]
             group = gv.rpartition("/")[0]
-            listed = [e for rt in resources.RESOURCES.values() if rt.group == group
-                      for e in rt.discovery()]
+            listed = [e for rt in resources.RESOURCES.values() if rt.group == group for e in rt.discovery()]
             listed.sort(key=lambda e: e["name"])
-            return _json_response({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
-                                   "resources": listed})
+            return _json_response(
+                {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": listed}
+            )
         raise errors.not_found_path()
 
     @staticmethod
@@ -231,15 +238,24 @@ class Handlers:
             return dumps({k: v for k, v in self._out(rt, stored).items() if k not in ("kind", "apiVersion")})
         return stored.item_bytes()
 
-    def _table(self, rt: ResourceType, req: Request, items: list[Stored], rv: int,
-               token: str | None = None) -> bytes | None:
+    def _table(
+        self, rt: ResourceType, req: Request, items: list[Stored], rv: int, token: str | None = None
+    ) -> bytes | None:
         version = tables.wants_table(req.headers.get("accept", ""))
         if version is None:
             return None
         objs = [self._out(rt, s) for s in items]
-        return dumps(tables.to_table(rt.kind, objs, resource_version=str(rv), now=self.store.clock(),
-                                        version=version, include_object=req.q("includeObject") or "Metadata",
-                                        continue_token=token))
+        return dumps(
+            tables.to_table(
+                rt.kind,
+                objs,
+                resource_version=str(rv),
+                now=self.store.clock(),
+                version=version,
+                include_object=req.q("includeObject") or "Metadata",
+                continue_token=token,
+            )
+        )
 
     def _object_response(self, rt: ResourceType, req: Request, stored: Stored, code: int = 200) -> Response:
         table = self._table(rt, req, [stored], stored.rv)
@@ -249,8 +265,12 @@ class Handlers:
     def _body(req: Request) -> Any:
         ctype = req.headers.get("content-type", "application/json").split(";")[0].strip().lower()
         if ctype not in ("application/json", "*/*", ""):
-            raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
-                                f'include: application/json (got "{ctype}")', "UnsupportedMediaType")
+            raise ApiError(
+                415,
+                f"the body of the request was in an unknown format - accepted media types "
+                f'include: application/json (got "{ctype}")',
+                "UnsupportedMediaType",
+            )
         if not req.body:
             raise errors.bad_request("the request body is empty")
         try:
@@ -293,23 +313,34 @@ class Handlers:
             if isinstance(body, dict):
                 meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
                 if meta.get("name") and meta["name"] != r.name:
-                    raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name "
-                                                f"on the URL ({r.name})")
+                    raise errors.bad_request(
+                        f"the name of the object ({meta['name']}) does not match the name on the URL ({r.name})"
+                    )
                 body.setdefault("metadata", {})["name"] = r.name
-            stored, created = self.store.update_stored(storage, self._in(rt, body), r.namespace,
-                                                       subresource=r.subresource, dry_run=dry_run)
+            stored, created = self.store.update_stored(
+                storage, self._in(rt, body), r.namespace, subresource=r.subresource, dry_run=dry_run
+            )
             return self._object_response(rt, req, stored, 201 if created else 200)
         if verb == "patch":
             ctype = req.headers.get("content-type", "").split(";")[0].strip().lower()
             if ctype == "application/apply-patch+yaml":
-                raise ApiError(415, "server-side apply is not supported by the simulated API server",
-                               "UnsupportedMediaType")
+                raise ApiError(
+                    415, "server-side apply is not supported by the simulated API server", "UnsupportedMediaType"
+                )
             patch_type = PATCH_CONTENT_TYPES.get(ctype)
             if patch_type is None:
                 raise errors.unsupported_media_type(ctype)
             view = (lambda o: events.from_core(o), events.to_core) if rt is resources.EVENTS_V1 else None
-            stored = self.store.patch_stored(storage, r.namespace, r.name or "", req.body, patch_type,
-                                             subresource=r.subresource, dry_run=dry_run, view=view)
+            stored = self.store.patch_stored(
+                storage,
+                r.namespace,
+                r.name or "",
+                req.body,
+                patch_type,
+                subresource=r.subresource,
+                dry_run=dry_run,
+                view=view,
+            )
             return self._object_response(rt, req, stored)
         if verb == "delete":
             return self._delete(rt, r, req, dry_run)
@@ -345,8 +376,13 @@ class Handlers:
     def _delete(self, rt: ResourceType, r: Route, req: Request, dry_run: bool) -> Response:
         opts = self._delete_options(req)
         stored, deleted = self.store.delete_stored(
-            rt.storage, r.namespace, r.name or "", grace_period_seconds=opts.get("gracePeriodSeconds"),
-            preconditions=opts.get("preconditions"), dry_run=dry_run or bool(opts.get("_dry")))
+            rt.storage,
+            r.namespace,
+            r.name or "",
+            grace_period_seconds=opts.get("gracePeriodSeconds"),
+            preconditions=opts.get("preconditions"),
+            dry_run=dry_run or bool(opts.get("_dry")),
+        )
         if deleted and not rt.return_deleted_object:
             meta = stored.obj["metadata"]
             details = {"name": meta["name"]}
@@ -365,17 +401,22 @@ class Handlers:
         done = []
         for stored in items:
             try:
-                last, _ = self.store.delete_stored(rt.storage, stored.namespace or None, stored.name,
-                                                   grace_period_seconds=opts.get("gracePeriodSeconds"),
-                                                   dry_run=dry_run or bool(opts.get("_dry")))
+                last, _ = self.store.delete_stored(
+                    rt.storage,
+                    stored.namespace or None,
+                    stored.name,
+                    grace_period_seconds=opts.get("gracePeriodSeconds"),
+                    dry_run=dry_run or bool(opts.get("_dry")),
+                )
                 done.append(last)
             except ApiError as exc:
                 if exc.code != 404:
                     raise
         return Response(200, self._list_bytes(rt, done, self.store.resource_version, None, None))
 
-    def _list_bytes(self, rt: ResourceType, items: list[Stored], rv: int, token: str | None,
-                    remaining: int | None) -> bytes:
+    def _list_bytes(
+        self, rt: ResourceType, items: list[Stored], rv: int, token: str | None, remaining: int | None
+    ) -> bytes:
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if token:
             meta["continue"] = token
@@ -395,9 +436,15 @@ class Handlers:
             except ValueError:
                 raise errors.bad_request(f"invalid limit {limit_text!r}") from None
             items, rv, token, remaining = self.store.list_stored(
-                rt.storage, r.namespace, fields, labels, limit=limit if limit and limit > 0 else None,
-                continue_token=req.q("continue"), resource_version=req.q("resourceVersion"),
-                resource_version_match=req.q("resourceVersionMatch"))
+                rt.storage,
+                r.namespace,
+                fields,
+                labels,
+                limit=limit if limit and limit > 0 else None,
+                continue_token=req.q("continue"),
+                resource_version=req.q("resourceVersion"),
+                resource_version_match=req.q("resourceVersionMatch"),
+            )
             table = self._table(rt, req, items, rv, token)
             return Response(200, table if table is not None else self._list_bytes(rt, items, rv, token, remaining))
         timeout_text = req.q("timeoutSeconds")
@@ -407,12 +454,23 @@ class Handlers:
             raise errors.bad_request(f"invalid timeoutSeconds {timeout_text!r}") from None
         send_initial = req.q("sendInitialEvents")
         bookmarks = req.flag("allowWatchBookmarks")
-        watcher = self.store.watch(rt.storage, r.namespace, fields, labels, resource_version=req.q("resourceVersion"),
-                                   send_initial_events=None if send_initial is None else req.flag("sendInitialEvents"),
-                                   allow_bookmarks=bookmarks)
+        watcher = self.store.watch(
+            rt.storage,
+            r.namespace,
+            fields,
+            labels,
+            resource_version=req.q("resourceVersion"),
+            send_initial_events=None if send_initial is None else req.flag("sendInitialEvents"),
+            allow_bookmarks=bookmarks,
+        )
         table_version = tables.wants_table(req.headers.get("accept", ""))
-        return Response(200, watcher=watcher, render_event=lambda ev: self._event_line(rt, req, ev, table_version),
-                        timeout=timeout, bookmarks=bookmarks)
+        return Response(
+            200,
+            watcher=watcher,
+            render_event=lambda ev: self._event_line(rt, req, ev, table_version),
+            timeout=timeout,
+            bookmarks=bookmarks,
+        )
 
     def _event_line(self, rt: ResourceType, req: Request, ev: WatchEvent, table_version: str | None) -> bytes:
         if ev.type == "ERROR":
@@ -421,8 +479,10 @@ class Handlers:
             meta: dict[str, Any] = {"resourceVersion": str(ev.rv), "creationTimestamp": None}
             if ev.annotations:
                 meta["annotations"] = ev.annotations
-            return dumps({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version,
-                                                         "metadata": meta}}) + b"\n"
+            return (
+                dumps({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}})
+                + b"\n"
+            )
         assert ev.stored is not None
         if table_version is not None:
             obj = self._table(rt, req, [ev.stored], ev.stored.rv)

@@ -9,6 +9,7 @@ document lists, per kind, the item path with a PATCH operation carrying the
 schemas: ``kubectl explain`` and client-side apply are not supported. OpenAPI v2 is not
 served (404), which kubectl tolerates once v3 answered.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,8 +18,10 @@ from typing import Any
 from vgpu.sim.apiserver import resources
 from vgpu.sim.apiserver.watch import dumps
 
-_WRITE_PARAMS = [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True}
-                 for n in ("dryRun", "fieldManager", "fieldValidation")]
+_WRITE_PARAMS = [
+    {"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True}
+    for n in ("dryRun", "fieldManager", "fieldValidation")
+]
 
 
 def _gv_path(group: str, version: str) -> str:
@@ -41,14 +44,22 @@ def document(group: str, version: str, kubernetes_version: str) -> dict[str, Any
         base = "/" + _gv_path(group, version)
         scope = "/namespaces/{namespace}" if rt.namespaced else ""
         gvk = {"group": group, "version": version, "kind": rt.kind}
-        op = {"operationId": f"patch{rt.kind}", "x-kubernetes-group-version-kind": gvk,
-              "x-kubernetes-action": "patch", "parameters": _WRITE_PARAMS,
-              "responses": {"200": {"description": "OK"}}}
+        op = {
+            "operationId": f"patch{rt.kind}",
+            "x-kubernetes-group-version-kind": gvk,
+            "x-kubernetes-action": "patch",
+            "parameters": _WRITE_PARAMS,
+            "responses": {"200": {"description": "OK"}},
+        }
         post = dict(op, operationId=f"create{rt.kind}", **{"x-kubernetes-action": "post"})
         paths[f"{base}{scope}/{rt.plural}/{{name}}"] = {"patch": op}
         paths[f"{base}{scope}/{rt.plural}"] = {"post": post}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": kubernetes_version},
-            "paths": paths, "components": {"schemas": {}}}
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": kubernetes_version},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }
 
 
 def _hash(doc: dict[str, Any]) -> str:

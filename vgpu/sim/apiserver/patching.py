@@ -14,6 +14,7 @@ field not listed is a map (merged) or a list (replaced), as the real server does
 fields without a patch strategy. Errors are PatchError with ``status`` 400 (the patch
 document is malformed) or 422 (it cannot be applied), matching the real server.
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,13 +35,14 @@ class PatchError(ValueError):
 # Strategic-merge schema: which lists merge, and on which key
 # --------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Field:
     """Patch strategy of one field. ``children`` describes the fields of a map or of list items."""
 
-    merge_key: str | None = None      # list of maps merged on this key
-    merge_primitives: bool = False    # list of scalars merged as a set
-    children: dict[str, "Field"] = field(default_factory=dict)
+    merge_key: str | None = None  # list of maps merged on this key
+    merge_primitives: bool = False  # list of scalars merged as a set
+    children: dict[str, Field] = field(default_factory=dict)
 
 
 def _merge_list(key: str, children: dict[str, Field] | None = None) -> Field:
@@ -91,8 +93,11 @@ _NODE_STATUS = _struct(
 SCHEMAS: dict[str, Field] = {
     "Pod": _struct(metadata=_OBJECT_META, spec=_POD_SPEC, status=_POD_STATUS),
     "Node": _struct(metadata=_OBJECT_META, spec=_NODE_SPEC, status=_NODE_STATUS),
-    "Namespace": _struct(metadata=_OBJECT_META, spec=_struct(finalizers=Field(merge_primitives=True)),
-                         status=_struct(conditions=_merge_list("type"))),
+    "Namespace": _struct(
+        metadata=_OBJECT_META,
+        spec=_struct(finalizers=Field(merge_primitives=True)),
+        status=_struct(conditions=_merge_list("type")),
+    ),
 }
 _DEFAULT_SCHEMA = _struct(metadata=_OBJECT_META)
 
@@ -104,6 +109,7 @@ def schema_for(kind: str) -> Field:
 # --------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------
+
 
 def parse_patch_body(body: bytes | str, expect: type) -> Any:
     """Decode a patch body, 400 on bad JSON or the wrong top-level type."""
@@ -121,6 +127,7 @@ def parse_patch_body(body: bytes | str, expect: type) -> Any:
 # JSON merge patch (RFC 7386)
 # --------------------------------------------------------------------------------------
 
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: maps merge recursively, ``null`` deletes, everything else replaces."""
     if not isinstance(patch, dict):
@@ -137,6 +144,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 # --------------------------------------------------------------------------------------
 # JSON patch (RFC 6902)
 # --------------------------------------------------------------------------------------
+
 
 def _pointer(path: Any) -> list[str]:
     if not isinstance(path, str):
@@ -306,12 +314,12 @@ def _merge_map(original: dict, patch: dict, schema: Field, where: str) -> Any:
         if key in (_PATCH, _RETAIN):
             continue
         if key.startswith(_ORDER):
-            orders[key[len(_ORDER):]] = value if isinstance(value, list) else []
+            orders[key[len(_ORDER) :]] = value if isinstance(value, list) else []
             continue
         if key.startswith(_DELETE_PRIM):
             if not isinstance(value, list):
                 raise PatchError(f"{key} at {where or '<root>'} must be a list")
-            deletions[key[len(_DELETE_PRIM):]] = value
+            deletions[key[len(_DELETE_PRIM) :]] = value
             continue
         path = f"{where}.{key}" if where else key
         child = schema.children.get(key, Field())
@@ -347,12 +355,13 @@ def _merge_map(original: dict, patch: dict, schema: Field, where: str) -> Any:
 def _strip(value: Any) -> Any:
     """Drop directive keys from a value that is copied verbatim into the result."""
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items()
-                if k not in (_PATCH, _RETAIN) and not k.startswith((_ORDER, _DELETE_PRIM))
-                and v is not None}
+        return {
+            k: _strip(v)
+            for k, v in value.items()
+            if k not in (_PATCH, _RETAIN) and not k.startswith((_ORDER, _DELETE_PRIM)) and v is not None
+        }
     if isinstance(value, list):
-        return [_strip(v) for v in value if not (isinstance(v, dict) and v.get(_PATCH) is not None
-                                                  and len(v) == 1)]
+        return [_strip(v) for v in value if not (isinstance(v, dict) and v.get(_PATCH) is not None and len(v) == 1)]
     return value
 
 

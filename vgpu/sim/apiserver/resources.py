@@ -6,6 +6,7 @@ them), and the per-kind rules the real registry applies on create and update (po
 immutable pod spec, name and label validation). The store (``store``) runs these rules;
 the HTTP layer (``server``) only routes.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -32,6 +33,7 @@ def _path(*keys: str) -> Getter:
         if isinstance(cur, bool):
             return "true" if cur else "false"
         return str(cur)
+
     return get
 
 
@@ -56,7 +58,7 @@ class ResourceType:
     singular: str
     kind: str
     namespaced: bool
-    storage: str                          # key in the store ("events" for both event APIs)
+    storage: str  # key in the store ("events" for both event APIs)
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -82,8 +84,11 @@ class ResourceType:
 
     def discovery(self) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {
-            "name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
-            "kind": self.kind, "verbs": list(self.verbs),
+            "name": self.plural,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": list(self.verbs),
         }
         if self.short_names:
             entry["shortNames"] = list(self.short_names)
@@ -91,8 +96,15 @@ class ResourceType:
             entry["categories"] = list(self.categories)
         out = [entry]
         for sub in self.subresources:
-            out.append({"name": f"{self.plural}/{sub.name}", "singularName": "", "namespaced": self.namespaced,
-                        "kind": sub.kind, "verbs": list(sub.verbs)})
+            out.append(
+                {
+                    "name": f"{self.plural}/{sub.name}",
+                    "singularName": "",
+                    "namespaced": self.namespaced,
+                    "kind": sub.kind,
+                    "verbs": list(sub.verbs),
+                }
+            )
         return out
 
 
@@ -113,48 +125,95 @@ _NODE_FIELDS = dict(_META_FIELDS) | {
     "spec.unschedulable": lambda o: "true" if (o.get("spec") or {}).get("unschedulable") else "false",
 }
 
-_EVENT_FIELDS = dict(_META_FIELDS) | {
-    f"involvedObject.{k}": _path("involvedObject", k)
-    for k in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
-} | {
-    "reason": _path("reason"),
-    "reportingComponent": _path("reportingComponent"),
-    "source": _path("source", "component"),
-    "type": _path("type"),
-}
+_EVENT_FIELDS = (
+    dict(_META_FIELDS)
+    | {
+        f"involvedObject.{k}": _path("involvedObject", k)
+        for k in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+    }
+    | {
+        "reason": _path("reason"),
+        "reportingComponent": _path("reportingComponent"),
+        "source": _path("source", "component"),
+        "type": _path("type"),
+    }
+)
 
 PODS = ResourceType(
-    "", "v1", "pods", "pod", "Pod", True, "pods", ("po",), ("all",),
+    "",
+    "v1",
+    "pods",
+    "pod",
+    "Pod",
+    True,
+    "pods",
+    ("po",),
+    ("all",),
     subresources=(Subresource("binding", "Binding", ("create",)), Subresource("status", "Pod", _STATUS_VERBS)),
-    fields=_POD_FIELDS, status_subresource=True, return_deleted_object=True, has_generation=True,
+    fields=_POD_FIELDS,
+    status_subresource=True,
+    return_deleted_object=True,
+    has_generation=True,
 )
 NODES = ResourceType(
-    "", "v1", "nodes", "node", "Node", False, "nodes", ("no",),
+    "",
+    "v1",
+    "nodes",
+    "node",
+    "Node",
+    False,
+    "nodes",
+    ("no",),
     subresources=(Subresource("status", "Node", _STATUS_VERBS),),
-    fields=_NODE_FIELDS, status_subresource=True,
+    fields=_NODE_FIELDS,
+    status_subresource=True,
 )
 NAMESPACES = ResourceType(
-    "", "v1", "namespaces", "namespace", "Namespace", False, "namespaces", ("ns",),
+    "",
+    "v1",
+    "namespaces",
+    "namespace",
+    "Namespace",
+    False,
+    "namespaces",
+    ("ns",),
     verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
     subresources=(Subresource("status", "Namespace", _STATUS_VERBS),),
-    fields=dict(_META_FIELDS) | {"status.phase": _path("status", "phase")}, status_subresource=True,
+    fields=dict(_META_FIELDS) | {"status.phase": _path("status", "phase")},
+    status_subresource=True,
 )
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "configmap", "ConfigMap", True, "configmaps", ("cm",))
-EVENTS = ResourceType("", "v1", "events", "event", "Event", True, "events", ("ev",),
-                      fields=_EVENT_FIELDS, create_on_update=True)
+EVENTS = ResourceType(
+    "", "v1", "events", "event", "Event", True, "events", ("ev",), fields=_EVENT_FIELDS, create_on_update=True
+)
 BINDINGS = ResourceType("", "v1", "bindings", "binding", "Binding", True, "pods", verbs=("create",))
-EVENTS_V1 = ResourceType("events.k8s.io", "v1", "events", "event", "Event", True, "events", ("ev",),
-                         fields=_EVENT_FIELDS, field_aliases=events.FIELD_KEYS, create_on_update=True)
+EVENTS_V1 = ResourceType(
+    "events.k8s.io",
+    "v1",
+    "events",
+    "event",
+    "Event",
+    True,
+    "events",
+    ("ev",),
+    fields=_EVENT_FIELDS,
+    field_aliases=events.FIELD_KEYS,
+    create_on_update=True,
+)
 
 #: (group, plural) -> type; the order is the discovery order.
 RESOURCES: dict[tuple[str, str], ResourceType] = {
-    (rt.group, rt.plural): rt
-    for rt in (BINDINGS, CONFIGMAPS, EVENTS, NAMESPACES, NODES, PODS, EVENTS_V1)
+    (rt.group, rt.plural): rt for rt in (BINDINGS, CONFIGMAPS, EVENTS, NAMESPACES, NODES, PODS, EVENTS_V1)
 }
 
 #: storage key -> the type that defines the stored (core) shape.
-STORAGE: dict[str, ResourceType] = {"pods": PODS, "nodes": NODES, "namespaces": NAMESPACES,
-                                    "configmaps": CONFIGMAPS, "events": EVENTS}
+STORAGE: dict[str, ResourceType] = {
+    "pods": PODS,
+    "nodes": NODES,
+    "namespaces": NAMESPACES,
+    "configmaps": CONFIGMAPS,
+    "events": EVENTS,
+}
 
 GROUPS: dict[str, str] = {"events.k8s.io": "v1"}
 
@@ -174,6 +233,7 @@ def storage_type(resource: str) -> ResourceType:
 # --------------------------------------------------------------------------------------
 # Defaults (what the real registry fills in on create)
 # --------------------------------------------------------------------------------------
+
 
 def _quantity_positive(value: Any) -> bool:
     text = str(value).strip()
@@ -262,8 +322,8 @@ def _time_text(value: Any, micro: bool) -> Any:
     except ValueError:
         return value
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
-    parsed = parsed.astimezone(datetime.timezone.utc)
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    parsed = parsed.astimezone(datetime.UTC)
     return parsed.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -329,14 +389,24 @@ _ANNOTATIONS_MAX = 256 * 1024
 def _name_causes(kind: str, name: str) -> list[Cause]:
     if kind == "Namespace":
         if len(name) > 63 or not _DNS_LABEL.match(name):
-            return [("metadata.name", "FieldValueInvalid",
-                     f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower case '
-                     "alphanumeric characters or '-', and must start and end with an alphanumeric character")]
+            return [
+                (
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower case '
+                    "alphanumeric characters or '-', and must start and end with an alphanumeric character",
+                )
+            ]
         return []
     if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-        return [("metadata.name", "FieldValueInvalid",
-                 f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
-                 "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")]
+        return [
+            (
+                "metadata.name",
+                "FieldValueInvalid",
+                f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
+                "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+            )
+        ]
     return []
 
 
@@ -358,12 +428,17 @@ def _meta_causes(meta: dict[str, Any]) -> list[Cause]:
             elif what == "labels":
                 why = validate_label_value(value)
                 if why:
-                    causes.append((f"metadata.labels", "FieldValueInvalid", f'Invalid value: "{value}": {why}'))
+                    causes.append(("metadata.labels", "FieldValueInvalid", f'Invalid value: "{value}": {why}'))
         if what == "annotations":
             size = sum(len(k) + len(str(v)) for k, v in values.items())
             if size > _ANNOTATIONS_MAX:
-                causes.append(("metadata.annotations", "FieldValueTooLong",
-                               f"Too long: must have at most {_ANNOTATIONS_MAX} bytes"))
+                causes.append(
+                    (
+                        "metadata.annotations",
+                        "FieldValueTooLong",
+                        f"Too long: must have at most {_ANNOTATIONS_MAX} bytes",
+                    )
+                )
     return causes
 
 
@@ -387,9 +462,14 @@ def _pod_causes(pod: dict[str, Any]) -> list[Cause]:
             if not name:
                 causes.append((f"{where}.name", "FieldValueRequired", "Required value"))
             elif not isinstance(name, str) or not _DNS_LABEL.match(name) or len(name) > 63:
-                causes.append((f"{where}.name", "FieldValueInvalid",
-                               f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower '
-                               "case alphanumeric characters or '-'"))
+                causes.append(
+                    (
+                        f"{where}.name",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower '
+                        "case alphanumeric characters or '-'",
+                    )
+                )
             elif name in seen:
                 causes.append((f"{where}.name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
             else:
@@ -404,8 +484,13 @@ def _event_causes(event: dict[str, Any]) -> list[Cause]:
     ns = (event.get("metadata") or {}).get("namespace", "")
     other = involved.get("namespace", "") if isinstance(involved, dict) else ""
     if other and other != ns:
-        return [("involvedObject.namespace", "FieldValueInvalid",
-                 f'Invalid value: "{other}": does not match event.namespace')]
+        return [
+            (
+                "involvedObject.namespace",
+                "FieldValueInvalid",
+                f'Invalid value: "{other}": does not match event.namespace',
+            )
+        ]
     return []
 
 
@@ -423,20 +508,25 @@ def validate_name(kind: str, name: str) -> list[Cause]:
     return _name_causes(kind, name)
 
 
-_POD_MUTABLE = ("`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
-                "`spec.tolerations` (only additions to existing tolerations),"
-                "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)")
+_POD_MUTABLE = (
+    "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+    "`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
 
 
 def _pod_spec_frozen(spec: dict[str, Any]) -> dict[str, Any]:
     """The part of a pod spec that an update may not change."""
-    frozen = {k: v for k, v in spec.items()
-              if k not in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds",
-                           "schedulingGates")}
+    frozen = {
+        k: v
+        for k, v in spec.items()
+        if k not in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates")
+    }
     for key in ("containers", "initContainers"):
         if isinstance(frozen.get(key), list):
-            frozen[key] = [{k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
-                           for c in frozen[key]]
+            frozen[key] = [
+                {k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c for c in frozen[key]
+            ]
     return frozen
 
 
@@ -448,5 +538,4 @@ def pod_update_causes(old: dict[str, Any], new: dict[str, Any]) -> list[Cause]:
         new_tol = new_spec.get("tolerations") or []
         if all(t in new_tol for t in old_tol):
             return []
-    return [("spec", "FieldValueForbidden",
-             f"Forbidden: pod updates may not change fields other than {_POD_MUTABLE}")]
+    return [("spec", "FieldValueForbidden", f"Forbidden: pod updates may not change fields other than {_POD_MUTABLE}")]

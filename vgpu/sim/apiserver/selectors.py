@@ -13,6 +13,7 @@ naming the offending term:
 Which field keys a resource supports is the caller's business (see ``resources``);
 matching uses a ``getter(field_key) -> str`` so this module stays free of resource knowledge.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,6 +28,7 @@ class SelectorError(ValueError):
 # --------------------------------------------------------------------------------------
 # Field selectors
 # --------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FieldRequirement:
@@ -68,7 +70,7 @@ def _split_unescaped(text: str, sep: str) -> list[str]:
     while i < len(text):
         ch = text[i]
         if ch == "\\" and i + 1 < len(text):
-            cur.append(text[i:i + 2])
+            cur.append(text[i : i + 2])
             i += 2
             continue
         if ch == sep:
@@ -131,7 +133,7 @@ def parse_field_selector(text: str | None) -> FieldSelector:
         key = term[:pos].strip()
         if not key:
             raise SelectorError(f"invalid field selector {term!r}: empty key")
-        value = _unescape_field_value(term[pos + len(op):], term)
+        value = _unescape_field_value(term[pos + len(op) :], term)
         reqs.append(FieldRequirement(key, value, op == "!="))
     return FieldSelector(tuple(reqs))
 
@@ -152,8 +154,10 @@ def validate_label_key(key: str) -> str | None:
     if prefix and (len(prefix) > 253 or not _PREFIX_RE.match(prefix)):
         return "prefix part must be a lowercase RFC 1123 subdomain"
     if not name or len(name) > 63 or not _NAME_RE.match(name):
-        return ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
-                "and end with an alphanumeric character (at most 63 characters)")
+        return (
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+            "and end with an alphanumeric character (at most 63 characters)"
+        )
     return None
 
 
@@ -162,8 +166,10 @@ def validate_label_value(value: str) -> str | None:
     if value == "":
         return None
     if len(value) > 63 or not _NAME_RE.match(value):
-        return ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
-                "or '.', and must start and end with an alphanumeric character (at most 63 characters)")
+        return (
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
+            "or '.', and must start and end with an alphanumeric character (at most 63 characters)"
+        )
     return None
 
 

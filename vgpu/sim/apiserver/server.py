@@ -15,6 +15,7 @@ streams of newline-delimited JSON); routing and semantics live in ``handlers`` a
 ``store``. ``stop()`` shuts every open connection, so clients see the server vanish
 exactly like a crashed apiserver; ``start(port=same)`` brings it back with the same store.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,7 +52,7 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128  # many clients (plugin, scheduler, kubectl, tests) connect at once
 
-    def __init__(self, address: tuple[str, int], api: "ApiServer"):
+    def __init__(self, address: tuple[str, int], api: ApiServer):
         self.api = api
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
@@ -263,11 +264,17 @@ class ApiServer:
     watch that allows bookmarks gets one (the real server: about a minute).
     """
 
-    def __init__(self, store: Store | None = None, *, clock: Callable[[], float] = time.time,
-                 history_size: int = 5000, bookmark_interval: float = 1.0,
-                 graceful_pod_deletion: bool = False, kubernetes_version: str = DEFAULT_VERSION):
-        self.store = store or Store(history_size=history_size, clock=clock,
-                                    graceful_pod_deletion=graceful_pod_deletion)
+    def __init__(
+        self,
+        store: Store | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        history_size: int = 5000,
+        bookmark_interval: float = 1.0,
+        graceful_pod_deletion: bool = False,
+        kubernetes_version: str = DEFAULT_VERSION,
+    ):
+        self.store = store or Store(history_size=history_size, clock=clock, graceful_pod_deletion=graceful_pod_deletion)
         self.faults = Faults()
         self.requests = RequestLog(clock=self.store.clock)
         self.bookmark_interval = bookmark_interval
@@ -277,23 +284,37 @@ class ApiServer:
         self._host = "127.0.0.1"
         self._port = 0
         major, minor = kubernetes_version.lstrip("v").split(".")[:2]
-        self.handlers = Handlers(self.store, version={
-            "major": major, "minor": minor, "gitVersion": kubernetes_version, "gitCommit": "vgpu-sim",
-            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0",
-            "compiler": "gc", "platform": "linux/amd64"},
-            server_address=lambda: f"{self._host}:{self._port}")
+        self.handlers = Handlers(
+            self.store,
+            version={
+                "major": major,
+                "minor": minor,
+                "gitVersion": kubernetes_version,
+                "gitCommit": "vgpu-sim",
+                "gitTreeState": "clean",
+                "buildDate": "2026-01-01T00:00:00Z",
+                "goVersion": "go1.23.0",
+                "compiler": "gc",
+                "platform": "linux/amd64",
+            },
+            server_address=lambda: f"{self._host}:{self._port}",
+        )
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self, port: int = 0, host: str = "127.0.0.1") -> "ApiServer":
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> ApiServer:
         """Listen on ``host:port`` (0 = a free port) and serve in a background thread."""
         if self._httpd is not None:
             raise RuntimeError("the simulated API server is already running")
         self.stopping_event.clear()
         self._httpd = _HTTPServer((host, port), self)
         self._host, self._port = self._httpd.server_address[:2]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"sim-apiserver:{self._port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"sim-apiserver:{self._port}",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -312,7 +333,7 @@ class ApiServer:
         self._httpd = None
         self._thread = None
 
-    def __enter__(self) -> "ApiServer":
+    def __enter__(self) -> ApiServer:
         return self if self._httpd is not None else self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -341,17 +362,19 @@ class ApiServer:
 
     # ------------------------------------------------------------ helpers for tests and the demo
 
-    def kubeconfig(self, path: str | pathlib.Path, namespace: str = "default",
-                   context: str = "vgpu-sim") -> pathlib.Path:
+    def kubeconfig(
+        self, path: str | pathlib.Path, namespace: str = "default", context: str = "vgpu-sim"
+    ) -> pathlib.Path:
         """Write a kubeconfig pointing at this server (for kubectl, the client, the plugin)."""
         path = pathlib.Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         doc = {
-            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
             "clusters": [{"name": context, "cluster": {"server": self.url}}],
             "users": [{"name": context, "user": {"token": "vgpu-sim"}}],
-            "contexts": [{"name": context, "context": {"cluster": context, "user": context,
-                                                       "namespace": namespace}}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}],
             "current-context": context,
         }
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -360,6 +383,7 @@ class ApiServer:
     def client_configuration(self) -> Any:
         """A ``kubernetes.client.Configuration`` for this server."""
         from kubernetes import client
+
         cfg = client.Configuration()
         cfg.host = self.url
         return cfg
@@ -367,17 +391,30 @@ class ApiServer:
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` for this server (close it when done)."""
         from kubernetes import client
+
         return client.ApiClient(self.client_configuration())
 
     def drop_watches(self, abrupt: bool = False) -> int:
         """End every open watch now: cleanly (stream ends) or ``abrupt`` (connection reset)."""
         return self.store.close_watches(abrupt)
 
-    def _record(self, req: Request, verb: str, resource: str, namespace: str | None, name: str | None,
-                status: int) -> None:
-        self.requests.add(RequestRecord(
-            time=self.store.clock(), monotonic=time.monotonic(), method=req.method, verb=verb,
-            resource=resource, namespace=namespace, name=name, path=req.path, status=status,
-            query=req.query_string,
-            user_agent=req.headers.get("user-agent", ""), content_type=req.headers.get("content-type", ""),
-            body=req.body if req.method in ("POST", "PUT", "PATCH", "DELETE") else b""))
+    def _record(
+        self, req: Request, verb: str, resource: str, namespace: str | None, name: str | None, status: int
+    ) -> None:
+        self.requests.add(
+            RequestRecord(
+                time=self.store.clock(),
+                monotonic=time.monotonic(),
+                method=req.method,
+                verb=verb,
+                resource=resource,
+                namespace=namespace,
+                name=name,
+                path=req.path,
+                status=status,
+                query=req.query_string,
+                user_agent=req.headers.get("user-agent", ""),
+                content_type=req.headers.get("content-type", ""),
+                body=req.body if req.method in ("POST", "PUT", "PATCH", "DELETE") else b"",
+            )
+        )

@@ -22,6 +22,7 @@ instead of a consistent snapshot; no admission plugins beyond the registry defau
 Everything is guarded by one re-entrant lock; ``changed`` is notified on every commit, so
 tests can wait for a state without sleeping (``wait_for``).
 """
+
 from __future__ import annotations
 
 import base64
@@ -36,8 +37,13 @@ from vgpu.sim.apiserver import errors, resources, strategy
 from vgpu.sim.apiserver.errors import ApiError
 from vgpu.sim.apiserver.patching import PatchError, json_patch, merge_patch, parse_patch_body, strategic_merge_patch
 from vgpu.sim.apiserver.resources import ResourceType, storage_type
-from vgpu.sim.apiserver.selectors import (FieldSelector, LabelSelector, SelectorError, parse_field_selector,
-                                          parse_label_selector)
+from vgpu.sim.apiserver.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+)
 from vgpu.sim.apiserver.strategy import canonical, ordered
 from vgpu.sim.apiserver.watch import Change, Stored, Watcher, WatchEvent, dumps
 
@@ -48,8 +54,9 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 PATCH_TYPES = ("strategic", "merge", "json")
 
 
-def compile_selectors(rt: ResourceType, field_text: str | None,
-                      label_text: str | None) -> tuple[FieldSelector, LabelSelector]:
+def compile_selectors(
+    rt: ResourceType, field_text: str | None, label_text: str | None
+) -> tuple[FieldSelector, LabelSelector]:
     """Parse selectors for ``rt`` (400 on syntax errors or unsupported field labels)."""
     try:
         fields = parse_field_selector(field_text)
@@ -61,7 +68,7 @@ def compile_selectors(rt: ResourceType, field_text: str | None,
         for r in fields.requirements:
             key = rt.field_aliases.get(r.key, r.key)
             if key not in rt.fields:
-                raise errors.bad_request(f'field label not supported: {r.key}')
+                raise errors.bad_request(f"field label not supported: {r.key}")
             reqs.append(type(r)(key, r.value, r.negate))
         fields = FieldSelector(tuple(reqs))
     return fields, labels
@@ -83,9 +90,14 @@ def _decode_continue(token: str) -> tuple[int, Key]:
 class Store:
     """All objects of the simulated cluster. Public methods take and return plain dicts."""
 
-    def __init__(self, *, history_size: int = 5000, clock: Callable[[], float] = time.time,
-                 graceful_pod_deletion: bool = False,
-                 namespaces: tuple[str, ...] = DEFAULT_NAMESPACES):
+    def __init__(
+        self,
+        *,
+        history_size: int = 5000,
+        clock: Callable[[], float] = time.time,
+        graceful_pod_deletion: bool = False,
+        namespaces: tuple[str, ...] = DEFAULT_NAMESPACES,
+    ):
         self.clock = clock
         self.graceful_pod_deletion = graceful_pod_deletion
         self._lock = threading.RLock()
@@ -118,8 +130,7 @@ class Store:
     def _now(self) -> str:
         return strategy.rfc3339(self.clock())
 
-    def _commit(self, resource: str, key: Key, obj: dict[str, Any], kind: str,
-                old: Stored | None) -> Stored:
+    def _commit(self, resource: str, key: Key, obj: dict[str, Any], kind: str, old: Stored | None) -> Stored:
         """Write one change: bump the version, update indexes, record history, fan out."""
         self._rv += 1
         rv = self._rv
@@ -185,18 +196,30 @@ class Store:
         except ValueError:
             raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
         if want > self._rv:
-            raise ApiError(504, f"Too large resource version: {want}, current: {self._rv}", "Timeout",
-                           {"causes": [{"reason": "ResourceVersionTooLarge",
-                                        "message": "Too large resource version"}],
-                            "retryAfterSeconds": 1})
+            raise ApiError(
+                504,
+                f"Too large resource version: {want}, current: {self._rv}",
+                "Timeout",
+                {
+                    "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                    "retryAfterSeconds": 1,
+                },
+            )
         if match == "Exact" and want != self._rv:
             raise errors.gone(f"too old resource version: {want} ({self._rv})")
 
-    def list_stored(self, resource: str, namespace: str | None = None,
-                    fields: FieldSelector = FieldSelector(), labels: LabelSelector = LabelSelector(), *,
-                    limit: int | None = None, continue_token: str | None = None,
-                    resource_version: str | None = None, resource_version_match: str | None = None,
-                    ) -> tuple[list[Stored], int, str | None, int | None]:
+    def list_stored(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        fields: FieldSelector = FieldSelector(),
+        labels: LabelSelector = LabelSelector(),
+        *,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> tuple[list[Stored], int, str | None, int | None]:
         """(items, list resourceVersion, continue token, remainingItemCount) in key order."""
         rt = storage_type(resource)
         with self._lock:
@@ -206,9 +229,11 @@ class Store:
             if continue_token:
                 token_rv, start = _decode_continue(continue_token)
                 if token_rv < self._compacted:
-                    raise errors.gone("The provided continue parameter is too old to display a consistent "
-                                         "list result. You can start a new list without the continue "
-                                         "parameter.")
+                    raise errors.gone(
+                        "The provided continue parameter is too old to display a consistent "
+                        "list result. You can start a new list without the continue "
+                        "parameter."
+                    )
                 list_rv = token_rv
             table = self._objects[resource]
             node = fields.exact("spec.nodeName") if resource == "pods" else None
@@ -240,8 +265,13 @@ class Store:
                 out.append(stored)
             return out, list_rv, token, remaining
 
-    def list(self, resource: str, namespace: str | None = None, field_selector: str | None = None,
-             label_selector: str | None = None) -> list[dict[str, Any]]:
+    def list(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
         """Copies of the matching objects (selectors in query-string syntax)."""
         fields, labels = compile_selectors(storage_type(resource), field_selector, label_selector)
         items, _, _, _ = self.list_stored(resource, namespace, fields, labels)
@@ -249,8 +279,7 @@ class Store:
 
     # ---------------------------------------------------------------- create
 
-    def create_stored(self, resource: str, obj: Any, namespace: str | None = None, *,
-                      dry_run: bool = False) -> Stored:
+    def create_stored(self, resource: str, obj: Any, namespace: str | None = None, *, dry_run: bool = False) -> Stored:
         rt = storage_type(resource)
         obj = strategy.prepare_body(rt, obj, namespace)
         meta = obj["metadata"]
@@ -267,8 +296,7 @@ class Store:
                 self._ensure_namespace(key[0])
             return self._commit(resource, key, obj, "ADDED", None)
 
-    def create(self, resource: str, obj: Any, namespace: str | None = None, *,
-               dry_run: bool = False) -> dict[str, Any]:
+    def create(self, resource: str, obj: Any, namespace: str | None = None, *, dry_run: bool = False) -> dict[str, Any]:
         """Create and return the stored object (409 AlreadyExists, 422 Invalid)."""
         return self.create_stored(resource, obj, namespace, dry_run=dry_run).copy()
 
@@ -285,8 +313,15 @@ class Store:
             return self._commit(resource, key, new, "DELETED", cur)
         return self._commit(resource, key, new, "MODIFIED", cur)
 
-    def update_stored(self, resource: str, obj: Any, namespace: str | None = None, *,
-                      subresource: str | None = None, dry_run: bool = False) -> tuple[Stored, bool]:
+    def update_stored(
+        self,
+        resource: str,
+        obj: Any,
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> tuple[Stored, bool]:
         """(stored, created): PUT semantics, creating only where the real registry allows it."""
         rt = storage_type(resource)
         obj = strategy.prepare_body(rt, obj, namespace)
@@ -302,15 +337,30 @@ class Store:
             new = strategy.prepare_update(rt, cur, obj, subresource)
             return self._commit_update(resource, cur, new, dry_run), False
 
-    def update(self, resource: str, obj: Any, namespace: str | None = None, *,
-               subresource: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+    def update(
+        self,
+        resource: str,
+        obj: Any,
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
         """Replace an object (409 Conflict when its resourceVersion is stale)."""
         return self.update_stored(resource, obj, namespace, subresource=subresource, dry_run=dry_run)[0].copy()
 
-    def patch_stored(self, resource: str, namespace: str | None, name: str, patch: Any,
-                     patch_type: str = "strategic", *, subresource: str | None = None,
-                     dry_run: bool = False,
-                     view: tuple[Callable[[dict], dict], Callable[[dict], dict]] | None = None) -> Stored:
+    def patch_stored(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        patch_type: str = "strategic",
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        view: tuple[Callable[[dict], dict], Callable[[dict], dict]] | None = None,
+    ) -> Stored:
         """Patch; ``view`` = (to API shape, back to storage shape) when the API differs from storage."""
         rt = storage_type(resource)
         if patch_type not in PATCH_TYPES:
@@ -342,12 +392,21 @@ class Store:
             prepared = strategy.prepare_update(rt, cur, new, subresource)
             return self._commit_update(resource, cur, prepared, dry_run)
 
-    def patch(self, resource: str, namespace: str | None, name: str, patch: Any,
-              patch_type: str = "strategic", *, subresource: str | None = None,
-              dry_run: bool = False) -> dict[str, Any]:
+    def patch(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        patch_type: str = "strategic",
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
         """Apply a ``strategic`` | ``merge`` | ``json`` patch (dict/list or JSON text)."""
-        return self.patch_stored(resource, namespace, name, patch, patch_type, subresource=subresource,
-                                 dry_run=dry_run).copy()
+        return self.patch_stored(
+            resource, namespace, name, patch, patch_type, subresource=subresource, dry_run=dry_run
+        ).copy()
 
     # ---------------------------------------------------------------- binding
 
@@ -361,19 +420,30 @@ class Store:
             new = strategy.bound_pod(cur, node, annotations, uid, self._now())
             return self._commit("pods", (namespace, name), new, "MODIFIED", cur)
 
-    def bind(self, namespace: str, pod_name: str, node: str,
-             annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    def bind(
+        self, namespace: str, pod_name: str, node: str, annotations: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """In-process binding (same rules as POST pods/NAME/binding); returns the pod."""
-        binding = {"apiVersion": "v1", "kind": "Binding",
-                   "metadata": {"name": pod_name, "namespace": namespace, "annotations": annotations or {}},
-                   "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod_name, "namespace": namespace, "annotations": annotations or {}},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
         return self.bind_stored(namespace, binding, pod_name).copy()
 
     # ---------------------------------------------------------------- delete
 
-    def delete_stored(self, resource: str, namespace: str | None, name: str, *,
-                      grace_period_seconds: int | None = None, preconditions: dict[str, Any] | None = None,
-                      dry_run: bool = False) -> tuple[Stored, bool]:
+    def delete_stored(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        *,
+        grace_period_seconds: int | None = None,
+        preconditions: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> tuple[Stored, bool]:
         """(last content, deleted now). Not deleted now: finalizers or graceful pod deletion pending."""
         rt = storage_type(resource)
         with self._lock:
@@ -403,18 +473,33 @@ class Store:
                             self._commit(table_name, k, table[k].copy(), "DELETED", table[k])
             return self._commit(resource, key, cur.copy(), "DELETED", cur), True
 
-    def delete(self, resource: str, namespace: str | None, name: str, *,
-               grace_period_seconds: int | None = None, preconditions: dict[str, Any] | None = None
-               ) -> dict[str, Any]:
+    def delete(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        *,
+        grace_period_seconds: int | None = None,
+        preconditions: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Delete (or mark for deletion) and return the last content."""
-        return self.delete_stored(resource, namespace, name, grace_period_seconds=grace_period_seconds,
-                                  preconditions=preconditions)[0].copy()
+        return self.delete_stored(
+            resource, namespace, name, grace_period_seconds=grace_period_seconds, preconditions=preconditions
+        )[0].copy()
 
     # ---------------------------------------------------------------- watch
 
-    def watch(self, resource: str, namespace: str | None = None, fields: FieldSelector = FieldSelector(),
-              labels: LabelSelector = LabelSelector(), *, resource_version: str | None = None,
-              send_initial_events: bool | None = None, allow_bookmarks: bool = False) -> Watcher:
+    def watch(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        fields: FieldSelector = FieldSelector(),
+        labels: LabelSelector = LabelSelector(),
+        *,
+        resource_version: str | None = None,
+        send_initial_events: bool | None = None,
+        allow_bookmarks: bool = False,
+    ) -> Watcher:
         """Open a watch; with no (or "0") resourceVersion it starts with ADDED for every match."""
         rt = storage_type(resource)
         since = None
@@ -433,14 +518,16 @@ class Store:
                     if w.matches(stored):
                         w.put(WatchEvent("ADDED", stored))
                 if send_initial_events and allow_bookmarks:
-                    w.put(WatchEvent("BOOKMARK", rv=self._rv,
-                                     annotations={"k8s.io/initial-events-end": "true"}))
+                    w.put(WatchEvent("BOOKMARK", rv=self._rv, annotations={"k8s.io/initial-events-end": "true"}))
             if since is not None:
                 # With initial events the version only means "not older than": the current state serves.
                 if not initial and since < self._compacted:
                     oldest = self._history[0].rv if self._history else self._rv + 1
-                    w.put(WatchEvent("ERROR", error=errors.gone(
-                        f"too old resource version: {since} ({oldest - 1})").status()))
+                    w.put(
+                        WatchEvent(
+                            "ERROR", error=errors.gone(f"too old resource version: {since} ({oldest - 1})").status()
+                        )
+                    )
                     w.close()
                     return w
                 if not initial:
@@ -496,7 +583,7 @@ class Store:
         self._generation += 1
         self.changed.notify_all()
 
-    def wait_for(self, predicate: Callable[["Store"], T], timeout: float, what: str = "condition") -> T:
+    def wait_for(self, predicate: Callable[[Store], T], timeout: float, what: str = "condition") -> T:
         """Block until ``predicate(store)`` is truthy or raise TimeoutError.
 
         The predicate is re-checked on every commit and whenever a watch opens or closes.  It runs

@@ -13,6 +13,7 @@ and the current object — no locks, no storage — so ``store`` only decides *w
   the Binding's annotations (merged over its own, as Volcano master relies on) and a
   ``PodScheduled=True`` condition.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,12 +26,31 @@ from vgpu.sim.apiserver import errors, resources
 from vgpu.sim.apiserver.resources import ResourceType
 from vgpu.sim.apiserver.watch import Stored, dumps
 
-_META_ORDER = ("name", "generateName", "namespace", "uid", "resourceVersion", "generation",
-               "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
-               "annotations", "ownerReferences", "finalizers")
+_META_ORDER = (
+    "name",
+    "generateName",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+)
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-_IDENTITY = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-             "generation")
+_IDENTITY = (
+    "name",
+    "namespace",
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+)
 
 
 def rfc3339(t: float) -> str:
@@ -74,8 +94,9 @@ def prepare_body(rt: ResourceType, obj: Any, namespace: str | None) -> dict[str,
         if namespace is None:
             namespace = body_ns or "default"
         elif body_ns and body_ns != namespace:
-            raise errors.bad_request("the namespace of the provided object does not match the namespace "
-                                        "sent on the request")
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
         meta["namespace"] = namespace
     else:
         meta.pop("namespace", None)
@@ -88,8 +109,11 @@ def assign_name(rt: ResourceType, meta: dict[str, Any]) -> str:
     if not name:
         prefix = meta.get("generateName")
         if not prefix:
-            raise errors.invalid(rt.kind, "", [("metadata.name", "FieldValueRequired",
-                                                   "Required value: name or generateName is required")])
+            raise errors.invalid(
+                rt.kind,
+                "",
+                [("metadata.name", "FieldValueRequired", "Required value: name or generateName is required")],
+            )
         name = str(prefix) + "".join(random.choice(_NAME_CHARS) for _ in range(5))
     meta["name"] = name
     return name
@@ -123,19 +147,23 @@ def prepare_update(rt: ResourceType, cur: Stored, new: Any, subresource: str | N
         meta = new["metadata"] = {}
     old_meta = old["metadata"]
     if meta.get("name", cur.name) != cur.name:
-        raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name "
-                                    f"on the URL ({cur.name})")
+        raise errors.bad_request(
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({cur.name})"
+        )
     if rt.namespaced and meta.get("namespace", cur.namespace) != cur.namespace:
-        raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
-                                    "on the request")
+        raise errors.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
     rv = meta.get("resourceVersion")
     if rv not in (None, "") and str(rv) != str(cur.rv):
         raise errors.conflict(rt.qualified, cur.name, errors.STALE)
     uid = meta.get("uid")
     if uid not in (None, "") and uid != old_meta.get("uid"):
-        raise errors.conflict(rt.qualified, cur.name,
-                                 f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
-                                 f"{old_meta.get('uid')}")
+        raise errors.conflict(
+            rt.qualified,
+            cur.name,
+            f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old_meta.get('uid')}",
+        )
     for key in _IDENTITY:
         if key in old_meta:
             meta[key] = old_meta[key]
@@ -170,11 +198,13 @@ def parse_binding(namespace: str, binding: Any, pod_name: str | None) -> tuple[s
     meta = binding.get("metadata") or {}
     name = meta.get("name") or pod_name or ""
     if pod_name and meta.get("name") and meta["name"] != pod_name:
-        raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on "
-                                    f"the URL ({pod_name})")
+        raise errors.bad_request(
+            f"the name of the object ({meta['name']}) does not match the name on the URL ({pod_name})"
+        )
     if meta.get("namespace") and meta["namespace"] != namespace:
-        raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
-                                    "on the request")
+        raise errors.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
     target = binding.get("target") or {}
     node = target.get("name") if isinstance(target, dict) else None
     causes = []
@@ -183,8 +213,13 @@ def parse_binding(namespace: str, binding: Any, pod_name: str | None) -> tuple[s
     if not node:
         causes.append(("target.name", "FieldValueRequired", "Required value"))
     if isinstance(target, dict) and target.get("kind") not in (None, "", "Node"):
-        causes.append(("target.kind", "FieldValueNotSupported",
-                       f'Unsupported value: "{target.get("kind")}": supported values: "Node", ""'))
+        causes.append(
+            (
+                "target.kind",
+                "FieldValueNotSupported",
+                f'Unsupported value: "{target.get("kind")}": supported values: "Node", ""',
+            )
+        )
     if causes:
         raise errors.invalid("Binding", name, causes)
     return name, str(node), dict(meta.get("annotations") or {}), str(meta.get("uid") or "")
@@ -194,8 +229,11 @@ def bound_pod(cur: Stored, node: str, annotations: dict[str, str], uid: str, now
     """The pod after a binding (409 when already bound, being deleted, or another uid)."""
     name, meta = cur.name, cur.obj["metadata"]
     if uid and uid != meta.get("uid"):
-        raise errors.conflict("pods/binding", name, f"Precondition failed: UID in precondition: {uid}, "
-                                                       f"UID in object meta: {meta.get('uid')}")
+        raise errors.conflict(
+            "pods/binding",
+            name,
+            f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta.get('uid')}",
+        )
     if meta.get("deletionTimestamp"):
         raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
     assigned = (cur.obj.get("spec") or {}).get("nodeName")
@@ -219,12 +257,19 @@ def check_delete_preconditions(rt: ResourceType, cur: Stored, pre: dict[str, Any
     pre = pre or {}
     meta = cur.obj["metadata"]
     if pre.get("uid") and pre["uid"] != meta.get("uid"):
-        raise errors.conflict(rt.qualified, cur.name, f"Precondition failed: UID in precondition: "
-                                                         f"{pre['uid']}, UID in object meta: {meta.get('uid')}")
+        raise errors.conflict(
+            rt.qualified,
+            cur.name,
+            f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
+        )
     if pre.get("resourceVersion") and str(pre["resourceVersion"]) != str(cur.rv):
-        raise errors.conflict(rt.qualified, cur.name, f"Precondition failed: ResourceVersion in precondition: "
-                                                         f"{pre['resourceVersion']}, ResourceVersion in object "
-                                                         f"meta: {cur.rv}")
+        raise errors.conflict(
+            rt.qualified,
+            cur.name,
+            f"Precondition failed: ResourceVersion in precondition: "
+            f"{pre['resourceVersion']}, ResourceVersion in object "
+            f"meta: {cur.rv}",
+        )
 
 
 def pod_grace_period(cur: Stored, requested: int | None) -> int:

@@ -7,6 +7,7 @@ of one resource filtered through its selectors with the real cacher's rules: an 
 that starts matching is ADDED, one that stops matching is DELETED (carrying its previous
 content with the new resourceVersion), one that keeps matching is MODIFIED.
 """
+
 from __future__ import annotations
 
 import collections
@@ -57,7 +58,7 @@ class Stored:
         """A private deep copy for callers."""
         return json.loads(self.full_bytes())
 
-    def with_rv(self, rv: int) -> "Stored":
+    def with_rv(self, rv: int) -> Stored:
         obj = json.loads(self.full_bytes())
         obj["metadata"]["resourceVersion"] = str(rv)
         return Stored(obj, rv)
@@ -68,17 +69,17 @@ class Change:
     """One committed write, kept in the bounded history for watch resumption."""
 
     rv: int
-    type: str            # ADDED | MODIFIED | DELETED
-    resource: str        # storage key
-    new: Stored          # for DELETED: the last content, stamped with the deletion's rv
+    type: str  # ADDED | MODIFIED | DELETED
+    resource: str  # storage key
+    new: Stored  # for DELETED: the last content, stamped with the deletion's rv
     old: Stored | None
 
 
 @dataclass(frozen=True)
 class WatchEvent:
-    type: str                       # ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
+    type: str  # ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
     stored: Stored | None = None
-    rv: int = 0                     # BOOKMARK
+    rv: int = 0  # BOOKMARK
     error: dict[str, Any] | None = None  # ERROR: a Status object
     annotations: dict[str, str] | None = None  # BOOKMARK annotations (initial-events-end)
 
@@ -91,8 +92,15 @@ FieldGetter = Callable[[dict[str, Any], str], str]
 class Watcher:
     """One open watch: a filtered, ordered queue of events fed by the store under its lock."""
 
-    def __init__(self, resource: str, namespace: str | None, fields: FieldSelector,
-                 labels: LabelSelector, field_value: FieldGetter, max_queue: int = 100_000):
+    def __init__(
+        self,
+        resource: str,
+        namespace: str | None,
+        fields: FieldSelector,
+        labels: LabelSelector,
+        field_value: FieldGetter,
+        max_queue: int = 100_000,
+    ):
         self.resource = resource
         self.namespace = namespace or None
         self.fields = fields
@@ -102,7 +110,7 @@ class Watcher:
         self._cond = threading.Condition()
         self._max_queue = max_queue
         self.closed = False
-        self.abrupt = False   # closed by a fault hook that wants the connection reset
+        self.abrupt = False  # closed by a fault hook that wants the connection reset
 
     def matches(self, stored: Stored | None) -> bool:
         if stored is None:

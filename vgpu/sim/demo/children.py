@@ -5,6 +5,7 @@ only the demo, which then stops the children in order (SIGTERM, then SIGKILL aft
 period) instead of racing them.  Their output goes to a log file in the demo's temp dir; the
 demo shows the tail when one of them fails.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,9 +54,15 @@ class ChildProcess:
 
     def start(self) -> ChildProcess:
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "vgpu", *self.args], env=dict(self.env),
-                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True, close_fds=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vgpu", *self.args],
+            env=dict(self.env),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
         return self
 
     @property
@@ -100,8 +107,9 @@ class ChildProcess:
             if m:
                 return m
             if self.poll() is not None:
-                raise ComponentFailed(f"{self.name} exited with status {self.exit_code} during startup:\n"
-                                      f"{self.log_tail()}")
+                raise ComponentFailed(
+                    f"{self.name} exited with status {self.exit_code} during startup:\n{self.log_tail()}"
+                )
             if time.monotonic() >= deadline:
                 raise ComponentFailed(f"{self.name} did not log {pattern!r} within {timeout:.0f} s:\n{self.log_tail()}")
             time.sleep(0.05)

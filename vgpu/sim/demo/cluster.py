@@ -11,6 +11,7 @@ One deviation from "everything in the temp dir": Allocate creates ``/tmp/vgpuloc
 HAMi-core lock directory, hami-core.md §2) if it is missing, exactly as on a real node; it is
 shared by every HAMi-core user of the machine, so the demo leaves it in place.
 """
+
 from __future__ import annotations
 
 import json
@@ -91,26 +92,44 @@ class DemoNode:
 
 def node_object(spec: NodeSpec) -> dict[str, Any]:
     """The Node a kubelet registers (the plugin only patches annotations onto it)."""
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": spec.name, "labels": {"kubernetes.io/hostname": spec.name,
-                                                       "nvidia.com/gpu.present": "true"}},
-            "status": {"capacity": {"cpu": "64", "memory": "512Gi", "pods": "110"},
-                       "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": spec.name,
+            "labels": {"kubernetes.io/hostname": spec.name, "nvidia.com/gpu.present": "true"},
+        },
+        "status": {
+            "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110"},
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }
 
 
 def fake_devices(spec: NodeSpec) -> list[dict[str, Any]]:
-    return [fakenvml.device(i, name=g.name, memory_total_mib=g.memory_mib, uuid=g.uuid)
-            for i, g in enumerate(spec.gpus)]
+    return [
+        fakenvml.device(i, name=g.name, memory_total_mib=g.memory_mib, uuid=g.uuid) for i, g in enumerate(spec.gpus)
+    ]
 
 
 def device_config_text() -> str:
     """The cluster-wide device-config.yaml both the plugin and the scheduler use (built-in values,
     written out so a reader sees the file a real cluster would carry)."""
-    return yaml.safe_dump({"nvidia": {
-        "resourceCountName": RESOURCES[0], "resourceMemoryName": RESOURCES[1], "resourceCoreName": RESOURCES[2],
-        "deviceSplitCount": 10, "deviceCoreScaling": 1, "gpuMemoryFactor": 1,
-        "knownMigGeometries": geometries_as_data()}}, sort_keys=False)
+    return yaml.safe_dump(
+        {
+            "nvidia": {
+                "resourceCountName": RESOURCES[0],
+                "resourceMemoryName": RESOURCES[1],
+                "resourceCoreName": RESOURCES[2],
+                "deviceSplitCount": 10,
+                "deviceCoreScaling": 1,
+                "gpuMemoryFactor": 1,
+                "knownMigGeometries": geometries_as_data(),
+            }
+        },
+        sort_keys=False,
+    )
 
 
 def node_config_text(spec: NodeSpec) -> str:
@@ -146,7 +165,7 @@ class DemoCluster:
         dc.write_text(device_config_text())
         for spec in self.options.nodes:
             self.nodes.append(self._make_node(spec, dc))
-        for node in self.nodes:   # all children boot in parallel
+        for node in self.nodes:  # all children boot in parallel
             node.plugin.start()
             node.monitor.start()
 
@@ -162,15 +181,39 @@ class DemoCluster:
         self.api.store.create("nodes", node_object(spec))
         kubelet = FakeKubelet(str(d / "kubelet")).start()
         env = child_env(nvml.env)
-        common = ["--node-name", spec.name, "--kubeconfig", str(self.kubeconfig), "--hook-path", str(hook),
-                  "--nvml-library", str(nvml.library), "--device-config", str(device_config)]
-        plugin = ChildProcess(f"vgpu plugin ({spec.name})",
-                              ["--log-level", "INFO", "plugin", *common, "--node-config", str(nc),
-                               "--kubelet-socket", os.path.join(kubelet.socket_dir, "kubelet.sock")],
-                              env, d / "plugin.log")
-        monitor = ChildProcess(f"vgpu monitor ({spec.name})",
-                               ["--log-level", "INFO", "monitor", *common, "--listen", "127.0.0.1:0"],
-                               env, d / "monitor.log")
+        common = [
+            "--node-name",
+            spec.name,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--hook-path",
+            str(hook),
+            "--nvml-library",
+            str(nvml.library),
+            "--device-config",
+            str(device_config),
+        ]
+        plugin = ChildProcess(
+            f"vgpu plugin ({spec.name})",
+            [
+                "--log-level",
+                "INFO",
+                "plugin",
+                *common,
+                "--node-config",
+                str(nc),
+                "--kubelet-socket",
+                os.path.join(kubelet.socket_dir, "kubelet.sock"),
+            ],
+            env,
+            d / "plugin.log",
+        )
+        monitor = ChildProcess(
+            f"vgpu monitor ({spec.name})",
+            ["--log-level", "INFO", "monitor", *common, "--listen", "127.0.0.1:0"],
+            env,
+            d / "monitor.log",
+        )
         admitter = Admitter(kubelet, rng=random.Random(self._seed))
         return DemoNode(spec, d, nvml, kubelet, hook, device_config, nc, plugin, monitor, admitter)
 
@@ -181,7 +224,9 @@ class DemoCluster:
             self._wait_plugins(node, deadline)
             self.sync_node_status()
             self._wait_register(node, deadline)
-            m = node.monitor.wait_for_log(r"serving metrics on (http://\S+/metrics)", max(1.0, deadline - time.monotonic()))
+            m = node.monitor.wait_for_log(
+                r"serving metrics on (http://\S+/metrics)", max(1.0, deadline - time.monotonic())
+            )
             node.metrics_url = m.group(1)
         self._status_thread = threading.Thread(target=self._status_loop, name="demo-kubelet-status", daemon=True)
         self._status_thread.start()
@@ -194,8 +239,10 @@ class DemoCluster:
                 return
             except TimeoutError:
                 if time.monotonic() > deadline:
-                    raise ComponentFailed(f"{node.plugin.name} did not register its three resources with the "
-                                          f"kubelet in time:\n{node.plugin.log_tail()}") from None
+                    raise ComponentFailed(
+                        f"{node.plugin.name} did not register its three resources with the "
+                        f"kubelet in time:\n{node.plugin.log_tail()}"
+                    ) from None
 
     def _wait_register(self, node: DemoNode, deadline: float) -> None:
         while True:
@@ -204,8 +251,9 @@ class DemoCluster:
             if ann.get(keys.REGISTER) and (ann.get(keys.HANDSHAKE) or not self.scheduler_handshake):
                 return
             if time.monotonic() > deadline:
-                raise ComponentFailed(f"{node.plugin.name} did not annotate Node {node.name} in time:\n"
-                                      f"{node.plugin.log_tail()}")
+                raise ComponentFailed(
+                    f"{node.plugin.name} did not annotate Node {node.name} in time:\n{node.plugin.log_tail()}"
+                )
             time.sleep(0.05)
 
     @property
@@ -224,8 +272,10 @@ class DemoCluster:
             self.check_children()
             if time.monotonic() > deadline:
                 missing = sorted(want - set(self.scheduler.core.nodes))
-                raise ComponentFailed(f"the scheduler emulator does not use node(s) {', '.join(missing)}: "
-                                      f"{self.scheduler.core.node_reasons}")
+                raise ComponentFailed(
+                    f"the scheduler emulator does not use node(s) {', '.join(missing)}: "
+                    f"{self.scheduler.core.node_reasons}"
+                )
             time.sleep(0.05)
         return self.scheduler
 
@@ -264,8 +314,9 @@ class DemoCluster:
         for node in self.nodes:
             for child in node.children:
                 if child.proc is not None and child.failed:
-                    raise ComponentFailed(f"{child.name} exited unexpectedly with status {child.exit_code}:\n"
-                                          f"{child.log_tail()}")
+                    raise ComponentFailed(
+                        f"{child.name} exited unexpectedly with status {child.exit_code}:\n{child.log_tail()}"
+                    )
 
     def descendants(self) -> list[int]:
         return [c.pid for n in self.nodes for c in n.children if c.pid is not None]

@@ -23,6 +23,7 @@ the summary and exits.  Exit status: 0 all checks passed; 1 a component failed; 
 failed; 130 Ctrl-C before a ``--duration`` run finished (without ``--duration`` Ctrl-C is the
 normal end: 0).  Everything it starts lives in one temp dir, removed at exit.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,9 +36,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from vgpu.plugin.api import HEALTHY
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
+from vgpu.plugin.api import HEALTHY
 from vgpu.protocol import ProtocolError, decode_pod_devices, decode_register, keys
+from vgpu.sim.demo.children import ComponentFailed
 from vgpu.sim.demo.cluster import RESOURCES, DemoCluster, DemoNode
 from vgpu.sim.demo.metrics import host_samples, per_pod, pod_samples, scrape
 from vgpu.sim.demo.options import DemoOptions
@@ -55,7 +57,6 @@ from vgpu.sim.demo.pods import (
     container_env,
     load_examples,
 )
-from vgpu.sim.demo.children import ComponentFailed
 from vgpu.sim.demo.render import Printer
 from vgpu.sim.demo.report import (
     DemoState,
@@ -71,13 +72,13 @@ from vgpu.sim.demo.workload import Duty, HamiCoreContainer, MigContainer, host_c
 log = logging.getLogger(__name__)
 
 TICK_S = 0.2
-STEP_S = 1.0            # workload updates
-NVML_UPDATE_S = 2.0     # host usage into the fake NVML
+STEP_S = 1.0  # workload updates
+NVML_UPDATE_S = 2.0  # host usage into the fake NVML
 SCRAPE_S = 2.0
 BOARD_S = 1.0
 FLOW_TIMEOUT_S = 120.0  # the scripted flow gives up after this long (its checks then fail)
-UNSCHEDULABLE_AFTER_S = 5.0   # a pod expected to run counts as unschedulable after this long
-XID = 79                # "GPU has fallen off the bus": not in the ignored set (health.md)
+UNSCHEDULABLE_AFTER_S = 5.0  # a pod expected to run counts as unschedulable after this long
+XID = 79  # "GPU has fallen off the bus": not in the ignored set (health.md)
 HIGH_PRIORITY_DUTY = Duty(busy_s=20.0, idle_s=10.0)
 
 
@@ -92,10 +93,10 @@ class Demo:
         self.cluster: DemoCluster | None = None
         self.stop_requested = False
         self.force_stop = False
-        self.phase = "setup"    # setup | loop | teardown (the signal handler acts on it)
+        self.phase = "setup"  # setup | loop | teardown (the signal handler acts on it)
         self._t0 = clock()
         if clock is time.monotonic:
-            printer.start = self._t0   # event stamps in the log and in the JSON agree
+            printer.start = self._t0  # event stamps in the log and in the JSON agree
         self._flow_t0 = 0.0
         self._pid = 100
         self._last: dict[str, float] = {}
@@ -144,8 +145,7 @@ class Demo:
             log.debug("demo failed", exc_info=True)
             self.state.component_failed = True
             self.state.problems.append(f"the demo itself failed: {exc!r}")
-            self.event("error", f"the demo itself failed: {exc!r}",
-                       traceback.format_exc().splitlines()[-8:])
+            self.event("error", f"the demo itself failed: {exc!r}", traceback.format_exc().splitlines()[-8:])
         finally:
             self.phase = "teardown"
             self._teardown(cluster)
@@ -164,7 +164,7 @@ class Demo:
             self.event("note", "interrupted: stopping every component")
         self._final_snapshot(cluster)
         if self.out.live:
-            self.out.release_board()   # the last live tables stay on screen
+            self.out.release_board()  # the last live tables stay on screen
         elif self.state.pods:
             self.out.board(board_lines(self.state, self.out))
         problems = cluster.close(force=self.force_stop)
@@ -194,22 +194,32 @@ class Demo:
         self.state.api_url = cluster.api.url
         self.event("api", f"simulated API server at {cluster.api.url} (kubeconfig {cluster.kubeconfig})")
         for node in cluster.nodes:
-            self.event("node", f"{node.name}: fake NVML {node.nvml.config_path} ({len(node.spec.gpus)} GPU(s)); "
-                       f"plugin pid {node.plugin.pid}, monitor pid {node.monitor.pid}",
-                       [f"HOOK_PATH {node.hook_path}", f"kubelet socket {node.kubelet.socket_path}",
-                        f"config.json {json.dumps(json.loads(node.node_config.read_text()))}"])
+            self.event(
+                "node",
+                f"{node.name}: fake NVML {node.nvml.config_path} ({len(node.spec.gpus)} GPU(s)); "
+                f"plugin pid {node.plugin.pid}, monitor pid {node.monitor.pid}",
+                [
+                    f"HOOK_PATH {node.hook_path}",
+                    f"kubelet socket {node.kubelet.socket_path}",
+                    f"config.json {json.dumps(json.loads(node.node_config.read_text()))}",
+                ],
+            )
         cluster.wait_ready()
         self.out.heading("2. Registration and handshake")
         for node in cluster.nodes:
             self._show_registration(node)
         sched = cluster.start_scheduler()
-        self.event("schedule", f"scheduler emulator: Volcano {self.options.volcano_version}, policy "
-                   f"{self.options.policy}; uses node(s) {', '.join(sorted(sched.core.nodes))}")
+        self.event(
+            "schedule",
+            f"scheduler emulator: Volcano {self.options.volcano_version}, policy "
+            f"{self.options.policy}; uses node(s) {', '.join(sorted(sched.core.nodes))}",
+        )
         if cluster.scheduler_handshake:
             for node in cluster.nodes:
                 hs = cluster.node_annotations(node.name).get(keys.HANDSHAKE, "")
-                self.event("node", f"{node.name} annotation after the scheduler's node event",
-                           [f"{keys.HANDSHAKE}={hs}"])
+                self.event(
+                    "node", f"{node.name} annotation after the scheduler's node event", [f"{keys.HANDSHAKE}={hs}"]
+                )
         for node in cluster.nodes:
             self.state.metrics_urls[node.name] = node.metrics_url
             self.event("metrics", f"{node.name}: vgpu monitor serves {node.metrics_url}")
@@ -221,17 +231,21 @@ class Demo:
         for r in regs:
             client = node.kubelet.plugin(r.resource_name)
             n = len(client.devices) if client else 0
-            lines.append(f"Register {r.resource_name} version={r.version} endpoint={r.endpoint} "
-                         f"preferredAllocation={str(r.get_preferred_allocation_available).lower()} "
-                         f"→ ListAndWatch {n} devices")
+            lines.append(
+                f"Register {r.resource_name} version={r.version} endpoint={r.endpoint} "
+                f"preferredAllocation={str(r.get_preferred_allocation_available).lower()} "
+                f"→ ListAndWatch {n} devices"
+            )
         self.event("kubelet", f"{node.name}: {len(regs)} device plugin(s) registered", lines)
         ann = self.cluster.node_annotations(node.name) if self.cluster else {}
         reg = ann.get(keys.REGISTER, "")
         details = [f"{keys.REGISTER}={reg}"]
         try:
             for r in decode_register(reg):
-                details.append(f"  GPU {r.uuid}: count={r.count} devmem={r.devmem}MiB type={r.type} "
-                               f"health={str(r.health).lower()} mode={r.mode}")
+                details.append(
+                    f"  GPU {r.uuid}: count={r.count} devmem={r.devmem}MiB type={r.type} "
+                    f"health={str(r.health).lower()} mode={r.mode}"
+                )
         except ProtocolError as exc:
             details.append(f"  (cannot decode: {exc})")
         if keys.HANDSHAKE in ann:
@@ -243,8 +257,11 @@ class Demo:
         alloc = dict(node.allocatable)
         if alloc and alloc != self._allocatable_shown.get(node.name):
             self._allocatable_shown[node.name] = alloc
-            self.event("node", f"{node.name} status.allocatable (kubelet: healthy devices) "
-                       + " ".join(f"{k.split('/')[-1]}={v}" for k, v in alloc.items()))
+            self.event(
+                "node",
+                f"{node.name} status.allocatable (kubelet: healthy devices) "
+                + " ".join(f"{k.split('/')[-1]}={v}" for k, v in alloc.items()),
+            )
 
     # ------------------------------------------------------------------ 3: submission
 
@@ -341,10 +358,16 @@ class Demo:
             rec.state, rec.node = SCHEDULED, node
             rec.scheduled_annotations = {k: ann[k] for k in keys.SCHEDULER_ALLOCATION_KEYS if k in ann}
             rec.times["scheduled"] = round(self.now(), 3)
-            how = "on the Binding" if cluster.scheduler and cluster.scheduler.switches.annotations_on_binding \
+            how = (
+                "on the Binding"
+                if cluster.scheduler and cluster.scheduler.switches.annotations_on_binding
                 else "PATCHed before the Binding"
-            self.event("schedule", f"{rec.key} → {node} (annotations {how})",
-                       [f"{k}={v}" for k, v in rec.scheduled_annotations.items()])
+            )
+            self.event(
+                "schedule",
+                f"{rec.key} → {node} (annotations {how})",
+                [f"{k}={v}" for k, v in rec.scheduled_annotations.items()],
+            )
             return
         outcome = cluster.scheduler.outcomes.get(rec.key) if cluster.scheduler else None
         if outcome is None or outcome.scheduled or not outcome.reason:
@@ -354,9 +377,12 @@ class Demo:
             rec.state, rec.reason = UNSCHEDULABLE, outcome.reason
             rec.times["unschedulable"] = round(self.now(), 3)
             expected = "as expected" if rec.example.expect == EXPECT_UNSCHEDULABLE else "NOT expected"
-            self.event("schedule", f"{rec.key} stays Pending: Unschedulable ({expected})",
-                       [outcome.reason] + [f"{n}: {r}" for n, r in sorted(outcome.node_reasons.items())
-                                           if r not in outcome.reason])
+            self.event(
+                "schedule",
+                f"{rec.key} stays Pending: Unschedulable ({expected})",
+                [outcome.reason]
+                + [f"{n}: {r}" for n, r in sorted(outcome.node_reasons.items()) if r not in outcome.reason],
+            )
 
     def _admit(self, cluster: DemoCluster, rec: PodRecord, pod: dict[str, Any]) -> None:
         node = cluster.node(rec.node)
@@ -367,8 +393,10 @@ class Demo:
             if not c.calls:
                 self.event("allocate", f"{rec.key} container {c.name}: no vGPU resources, no Allocate call")
                 continue
-            ids = "; ".join(f"{r.split('/')[-1]}: {len(v)} ID(s)" + (f" {v[0]}" if len(v) == 1 else "")
-                            for r, v in c.devices.items())
+            ids = "; ".join(
+                f"{r.split('/')[-1]}: {len(v)} ID(s)" + (f" {v[0]}" if len(v) == 1 else "")
+                for r, v in c.devices.items()
+            )
             details = [f"kubelet → plugin Allocate ({ids})"]
             details += [f"env   {k}={v}" for k, v in sorted(c.envs.items())]
             details += [f"mount {m.container_path} ← {m.host_path}{' (ro)' if m.read_only else ''}" for m in c.mounts]
@@ -389,16 +417,25 @@ class Demo:
         details = [f"{k}={v}" for k, v in rec.final_annotations.items()]
         if phase == keys.BIND_PHASE_FAILED:
             rec.state = FAILED
-            reasons = [e.get("message", "") for e in cluster.api.store.list("events")
-                       if (e.get("involvedObject") or {}).get("uid") == rec.uid]
+            reasons = [
+                e.get("message", "")
+                for e in cluster.api.store.list("events")
+                if (e.get("involvedObject") or {}).get("uid") == rec.uid
+            ]
             rec.reason = "; ".join(r for r in reasons if r) or "bind-phase=failed"
             self.event("error", f"{rec.key} bind-phase=failed: {rec.reason}", details)
             return
         rec.times["bound"] = round(self.now(), 3)
         self.event("pod", f"{rec.key} annotations after the plugin's Allocate", details)
         self._start_containers(cluster, rec)
-        cluster.api.store.patch("pods", rec.example.namespace, rec.example.name,
-                                {"status": {"phase": "Running"}}, "merge", subresource="status")
+        cluster.api.store.patch(
+            "pods",
+            rec.example.namespace,
+            rec.example.name,
+            {"status": {"phase": "Running"}},
+            "merge",
+            subresource="status",
+        )
         rec.state = RUNNING
 
     def _start_containers(self, cluster: DemoCluster, rec: PodRecord) -> None:
@@ -411,16 +448,29 @@ class Demo:
             if path is not None:
                 self._pid += 1
                 high = envs.get("CUDA_TASK_PRIORITY", "").strip() == "0"
-                sim = HamiCoreContainer(rec.key, c.name, rec.node, envs, path, self._pid,
-                                        duty=HIGH_PRIORITY_DUTY if high else Duty(),
-                                        phase=0.9 * len(self.state.containers()))
+                sim = HamiCoreContainer(
+                    rec.key,
+                    c.name,
+                    rec.node,
+                    envs,
+                    path,
+                    self._pid,
+                    duty=HIGH_PRIORITY_DUTY if high else Duty(),
+                    phase=0.9 * len(self.state.containers()),
+                )
                 sim.start()
                 rec.containers.append(sim)
-                self.event("container", f"{rec.key}/{c.name} started (libvgpu's part): shared region "
-                           f"{sim.writer.variant.name if sim.writer else ''}",
-                           [f"host file {path}", f"devices {', '.join(sim.uuids)}",
-                            f"limits {', '.join(f'{b >> 20} MiB' for b in sim.limits)}; SM "
-                            f"{', '.join(f'{s}%' for s in sim.sm_limits)}; priority {sim.priority}"])
+                self.event(
+                    "container",
+                    f"{rec.key}/{c.name} started (libvgpu's part): shared region "
+                    f"{sim.writer.variant.name if sim.writer else ''}",
+                    [
+                        f"host file {path}",
+                        f"devices {', '.join(sim.uuids)}",
+                        f"limits {', '.join(f'{b >> 20} MiB' for b in sim.limits)}; SM "
+                        f"{', '.join(f'{s}%' for s in sim.sm_limits)}; priority {sim.priority}",
+                    ],
+                )
             elif c.envs.get("NVIDIA_VISIBLE_DEVICES", "").startswith("MIG-"):
                 mig = MigContainer(rec.key, c.name, rec.node, envs)
                 mig.start()
@@ -431,11 +481,20 @@ class Demo:
         node = cluster.node(rec.node)
         state = node.nvml.read_state()
         ids = rec.scheduled_annotations.get(keys.VGPU_IDS_NEW, "")
-        details = [f"{keys.VGPU_IDS_NEW}={ids}", f"NVIDIA_VISIBLE_DEVICES={','.join(mig.mig_uuids)}",
-                   "no HAMi-core env or mounts: isolation comes from the MIG hardware"]
+        details = [
+            f"{keys.VGPU_IDS_NEW}={ids}",
+            f"NVIDIA_VISIBLE_DEVICES={','.join(mig.mig_uuids)}",
+            "no HAMi-core env or mounts: isolation comes from the MIG hardware",
+        ]
         details += _mig_layout_lines(rec.scheduled_annotations.get(keys.VGPU_IDS_NEW, ""), node, state)
-        self.state.mig = {"pod": rec.key, "node": rec.node, "container": mig.name, "vgpu_ids_new": ids,
-                          "mig_uuids": mig.mig_uuids, "nvml_state": state}
+        self.state.mig = {
+            "pod": rec.key,
+            "node": rec.node,
+            "container": mig.name,
+            "vgpu_ids_new": ids,
+            "mig_uuids": mig.mig_uuids,
+            "nvml_state": state,
+        }
         self.event("mig", f"{rec.key}/{mig.name}: dynamic MIG instance on {rec.node}", details)
 
     # ------------------------------------------------------------------ 5: usage over time
@@ -445,8 +504,9 @@ class Demo:
         for rec in self.state.pods:
             for c in rec.containers:
                 for note in c.step(t):
-                    self.state.feedback_notes.append({"t": round(self.now(), 3), "container": f"{rec.key}/{c.name}",
-                                                      "note": note})
+                    self.state.feedback_notes.append(
+                        {"t": round(self.now(), 3), "container": f"{rec.key}/{c.name}", "note": note}
+                    )
                     self.event("feedback", f"{rec.key}/{c.name}: {note}")
 
     def _update_nvml(self, cluster: DemoCluster) -> None:
@@ -462,8 +522,11 @@ class Demo:
             changed = False
             for dev in node.nvml.config["devices"]:
                 used, sm = usage.get(dev["uuid"], (0, 0))
-                new = {"memory_used_mib": used >> 20, "utilization_gpu": min(100, sm),
-                       "utilization_memory": min(100, sm // 2)}
+                new = {
+                    "memory_used_mib": used >> 20,
+                    "utilization_gpu": min(100, sm),
+                    "utilization_memory": min(100, sm // 2),
+                }
                 if any(dev.get(k) != v for k, v in new.items()):
                     dev.update(new)
                     changed = True
@@ -483,25 +546,36 @@ class Demo:
             self.state.samples[node.name] = samples
             if first:
                 host = host_samples(samples)
-                self.event("metrics", f"{node.name}: first scrape of {node.metrics_url}: {len(samples)} samples; "
-                           f"host GPU series:", [s.text() for s in host])
+                self.event(
+                    "metrics",
+                    f"{node.name}: first scrape of {node.metrics_url}: {len(samples)} samples; host GPU series:",
+                    [s.text() for s in host],
+                )
             values = per_pod(samples)
             for rec in self.state.hami_pods():
                 if rec.node != node.name or rec.key in self.state.metrics_seen or not values.get(rec.key):
                     continue
                 self.state.metrics_seen[rec.key] = round(self.now(), 3)
                 mine = pod_samples(samples, {rec.key})
-                self.event("metrics", f"{rec.key}: {len(mine)} per-pod samples on {node.metrics_url}",
-                           [s.text() for s in mine])
-            for rec in self.state.pods:   # MIG pods: their identity family (no HAMi-core usage)
-                if (rec.state != RUNNING or rec.node != node.name or rec.key in self._mig_metrics_shown
-                        or not any(isinstance(c, MigContainer) for c in rec.containers)):
+                self.event(
+                    "metrics", f"{rec.key}: {len(mine)} per-pod samples on {node.metrics_url}", [s.text() for s in mine]
+                )
+            for rec in self.state.pods:  # MIG pods: their identity family (no HAMi-core usage)
+                if (
+                    rec.state != RUNNING
+                    or rec.node != node.name
+                    or rec.key in self._mig_metrics_shown
+                    or not any(isinstance(c, MigContainer) for c in rec.containers)
+                ):
                     continue
                 mine = pod_samples(samples, {rec.key})
                 if mine:
                     self._mig_metrics_shown.add(rec.key)
-                    self.event("metrics", f"{rec.key}: {len(mine)} MIG sample(s) on {node.metrics_url}",
-                               [s.text() for s in mine])
+                    self.event(
+                        "metrics",
+                        f"{rec.key}: {len(mine)} MIG sample(s) on {node.metrics_url}",
+                        [s.text() for s in mine],
+                    )
 
     # ------------------------------------------------------------------ 7: XID
 
@@ -526,8 +600,11 @@ class Demo:
             uuid = node.spec.gpus[index].uuid
             node.nvml.add_xid(index, XID)
             s.xid = XidRecord(node.name, index, uuid, XID, round(self.now(), 3))
-            self.event("xid", f"injected XID {XID} on {node.name} GPU {index} ({uuid}) through the fake NVML",
-                       ["the plugin's NVML event loop receives it: every fake device of that GPU turns unhealthy"])
+            self.event(
+                "xid",
+                f"injected XID {XID} on {node.name} GPU {index} ({uuid}) through the fake NVML",
+                ["the plugin's NVML event loop receives it: every fake device of that GPU turns unhealthy"],
+            )
             return
         x = s.xid
         if x.unhealthy_at is not None:
@@ -548,16 +625,19 @@ class Demo:
             health = {r.uuid: r.health for r in decode_register(ann.get(keys.REGISTER, ""))}
         except ProtocolError:
             health = {}
-        kubelet_says_unhealthy = (bool(mine) and all(h != HEALTHY for h in mine)
-                                  and all(h < t for h, t in counts.values()))
+        kubelet_says_unhealthy = (
+            bool(mine) and all(h != HEALTHY for h in mine) and all(h < t for h, t in counts.values())
+        )
         if kubelet_says_unhealthy and health.get(x.uuid) is False:
             x.unhealthy_at = round(self.now(), 3)
             x.register_health = False
             x.kubelet_healthy = {r: f"{h}/{t}" for r, (h, t) in counts.items()}
-            self.event("health", f"{x.node} GPU {x.index} is unhealthy ({x.unhealthy_at - x.injected_at:.1f} s after "
-                       "the XID)",
-                       [f"kubelet ListAndWatch {r.split('/')[-1]}: {v} healthy" for r, v in x.kubelet_healthy.items()]
-                       + [f"{keys.REGISTER}={ann.get(keys.REGISTER, '')}"])
+            self.event(
+                "health",
+                f"{x.node} GPU {x.index} is unhealthy ({x.unhealthy_at - x.injected_at:.1f} s after the XID)",
+                [f"kubelet ListAndWatch {r.split('/')[-1]}: {v} healthy" for r, v in x.kubelet_healthy.items()]
+                + [f"{keys.REGISTER}={ann.get(keys.REGISTER, '')}"],
+            )
 
     # ------------------------------------------------------------------ end
 
@@ -566,31 +646,49 @@ class Demo:
         nodes = []
         for spec in self.options.nodes:
             node = next((n for n in cluster.nodes if n.name == spec.name), None)
-            entry: dict[str, Any] = {"name": spec.name, "mode": spec.mode,
-                                     "gpus": [{"index": i, "uuid": g.uuid, "name": g.name, "memory_mib": g.memory_mib}
-                                              for i, g in enumerate(spec.gpus)]}
+            entry: dict[str, Any] = {
+                "name": spec.name,
+                "mode": spec.mode,
+                "gpus": [
+                    {"index": i, "uuid": g.uuid, "name": g.name, "memory_mib": g.memory_mib}
+                    for i, g in enumerate(spec.gpus)
+                ],
+            }
             if node is not None:
                 try:
                     ann = cluster.node_annotations(spec.name)
                 except Exception:  # the store is in memory; this only guards a half-started run
                     ann = {}
                 regs = [r for r in node.kubelet.registrations if r.accepted]
-                entry.update({
-                    "annotations": {k: v for k, v in ann.items() if k in (keys.REGISTER, keys.HANDSHAKE)},
-                    "allocatable": dict(node.allocatable),
-                    "registrations": [{"resource": r.resource_name, "version": r.version, "endpoint": r.endpoint,
-                                       "preferred_allocation": r.get_preferred_allocation_available} for r in regs],
-                    "kubelet": {res: {"healthy": sum(1 for _i, h in c.devices if h == HEALTHY),
-                                      "total": len(c.devices)}
-                                for res in RESOURCES if (c := node.kubelet.plugin(res)) is not None},
-                    "metrics_url": node.metrics_url,
-                    "plugin": {"pid": node.plugin.pid, "log": str(node.plugin.log_path)},
-                    "monitor": {"pid": node.monitor.pid, "log": str(node.monitor.log_path)},
-                    "sockets": sorted(str(node.dir / "kubelet" / f) for f in _listdir(node.dir / "kubelet")),
-                })
-                entry["registered"] = (len({r.resource_name for r in regs}) == len(RESOURCES)
-                                       and bool(ann.get(keys.REGISTER))
-                                       and (bool(ann.get(keys.HANDSHAKE)) or not cluster.scheduler_handshake))
+                entry.update(
+                    {
+                        "annotations": {k: v for k, v in ann.items() if k in (keys.REGISTER, keys.HANDSHAKE)},
+                        "allocatable": dict(node.allocatable),
+                        "registrations": [
+                            {
+                                "resource": r.resource_name,
+                                "version": r.version,
+                                "endpoint": r.endpoint,
+                                "preferred_allocation": r.get_preferred_allocation_available,
+                            }
+                            for r in regs
+                        ],
+                        "kubelet": {
+                            res: {"healthy": sum(1 for _i, h in c.devices if h == HEALTHY), "total": len(c.devices)}
+                            for res in RESOURCES
+                            if (c := node.kubelet.plugin(res)) is not None
+                        },
+                        "metrics_url": node.metrics_url,
+                        "plugin": {"pid": node.plugin.pid, "log": str(node.plugin.log_path)},
+                        "monitor": {"pid": node.monitor.pid, "log": str(node.monitor.log_path)},
+                        "sockets": sorted(str(node.dir / "kubelet" / f) for f in _listdir(node.dir / "kubelet")),
+                    }
+                )
+                entry["registered"] = (
+                    len({r.resource_name for r in regs}) == len(RESOURCES)
+                    and bool(ann.get(keys.REGISTER))
+                    and (bool(ann.get(keys.HANDSHAKE)) or not cluster.scheduler_handshake)
+                )
             nodes.append(entry)
         self.state.nodes = nodes
         for rec in self.state.pods:
@@ -610,23 +708,30 @@ def _mig_layout_lines(ids: str, node: DemoNode, state: dict[str, Any]) -> list[s
         devices = []
     names = {g.uuid: g.name for g in node.spec.gpus}
     for d in devices:
-        entry = next((e for e in DEFAULT_KNOWN_MIG_GEOMETRIES if any(m in names.get(d.uuid, "") for m in e.models)),
-                     None)
+        entry = next(
+            (e for e in DEFAULT_KNOWN_MIG_GEOMETRIES if any(m in names.get(d.uuid, "") for m in e.models)), None
+        )
         group = next((g for g in entry.groups if g.group == d.mig.group), None) if entry else None
         if group is not None:
             slots = [t.name for t in group.geometries for _ in range(t.count)]
             kind = slots[d.mig.position] if d.mig.position < len(slots) else "?"
-            out.append(f"{d.mig.group} = {' + '.join(f'{t.count} × {t.name}' for t in group.geometries)}; "
-                       f"position {d.mig.position} = {kind}")
+            out.append(
+                f"{d.mig.group} = {' + '.join(f'{t.count} × {t.name}' for t in group.geometries)}; "
+                f"position {d.mig.position} = {kind}"
+            )
     for dev in state.get("devices", []) if isinstance(state, dict) else []:
         gis = []
         for gi in dev.get("gpu_instances", []):
             start, size = (gi.get("placement") or [0, 0])[:2]
             cis = ",".join(str(ci.get("id")) for ci in gi.get("compute_instances", []))
-            gis.append(f"GI {gi.get('id')} (profile {gi.get('profile_id')}, memory slices {start}-{start + size - 1}, "
-                       f"CI {cis or 'none'})")
-        out.append(f"fake NVML {dev.get('uuid')}: MIG mode {'on' if dev.get('mig_mode') else 'off'}; "
-                   + ("; ".join(gis) or "no instances"))
+            gis.append(
+                f"GI {gi.get('id')} (profile {gi.get('profile_id')}, memory slices {start}-{start + size - 1}, "
+                f"CI {cis or 'none'})"
+            )
+        out.append(
+            f"fake NVML {dev.get('uuid')}: MIG mode {'on' if dev.get('mig_mode') else 'off'}; "
+            + ("; ".join(gis) or "no instances")
+        )
     return out
 
 
@@ -635,4 +740,3 @@ def _listdir(path: Any) -> list[str]:
         return os.listdir(path)
     except OSError:
         return []
-

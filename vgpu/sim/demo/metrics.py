@@ -4,6 +4,7 @@ The text format is parsed here, line by line, rather than with ``prometheus_clie
 that one renames counter samples to ``<name>_total``, and the demo must show the legacy counter
 ``Device_memory_desc_of_container`` exactly as the monitor serves it (monitor-metrics.md §1).
 """
+
 from __future__ import annotations
 
 import re
@@ -26,7 +27,7 @@ class Sample:
     name: str
     labels: tuple[tuple[str, str], ...]
     value: float
-    line: str = ""   # as served
+    line: str = ""  # as served
 
     @property
     def label_map(self) -> dict[str, str]:

@@ -19,6 +19,7 @@ describes any set of nodes in JSON::
 
 A GPU entry names a ``model`` from :data:`GPU_MODELS`, or an NVML ``name`` plus ``memory_mib``.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,8 @@ class DemoConfigError(ValueError):
 
 @dataclass(frozen=True)
 class GpuModel:
-    name: str          # NVML name (nvmlDeviceGetName)
-    memory_mib: int    # NVML memory total
+    name: str  # NVML name (nvmlDeviceGetName)
+    memory_mib: int  # NVML memory total
 
 
 # Short names a user types on the command line -> what the fake NVML reports.
@@ -72,8 +73,10 @@ def lookup_model(text: str, where: str) -> GpuModel:
     key = _ALIASES.get(key, key)
     model = GPU_MODELS.get(key)
     if model is None:
-        raise DemoConfigError(f"{where}: unknown GPU model {text!r}; known: {', '.join(GPU_MODELS)} "
-                              "(or use --nodes FILE with an NVML name and memory_mib)")
+        raise DemoConfigError(
+            f"{where}: unknown GPU model {text!r}; known: {', '.join(GPU_MODELS)} "
+            "(or use --nodes FILE with an NVML name and memory_mib)"
+        )
     return model
 
 
@@ -112,7 +115,7 @@ class DemoOptions:
     duration: float | None = None
     json: bool = False
     examples_dir: pathlib.Path | None = None
-    color: bool | None = None   # None: only on a TTY (and not with NO_COLOR)
+    color: bool | None = None  # None: only on a TTY (and not with NO_COLOR)
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -149,7 +152,8 @@ def _node(name: str, mode: str, models: Sequence[GpuModel], where: str) -> NodeS
             if not _has_geometry(m.name):
                 raise DemoConfigError(
                     f"{where}: {m.name!r} has no built-in knownMigGeometries entry, so mode mig cannot use it; "
-                    f"MIG models: {', '.join(mig_models())}")
+                    f"MIG models: {', '.join(mig_models())}"
+                )
     gpus = tuple(GpuSpec(m.name, m.memory_mib, gpu_uuid(name, i)) for i, m in enumerate(models))
     return NodeSpec(name, mode, gpus)
 
@@ -171,7 +175,9 @@ def parse_gpus(text: str, where: str = "--gpus") -> list[GpuModel]:
         count = 1
         if count_text:
             if not count_text.isdigit() or int(count_text) < 1:
-                raise DemoConfigError(f"{where}: count of {model_text!r} must be a positive integer, got {count_text!r}")
+                raise DemoConfigError(
+                    f"{where}: count of {model_text!r} must be a positive integer, got {count_text!r}"
+                )
             count = int(count_text)
         out.extend([lookup_model(model_text, where)] * count)
     return out
@@ -227,7 +233,7 @@ def parse_nodes_file(path: pathlib.Path) -> tuple[NodeSpec, ...]:
     except json.JSONDecodeError as exc:
         raise DemoConfigError(f"--nodes {path}: not valid JSON: {exc}") from None
     if not isinstance(doc, Mapping) or not isinstance(doc.get("nodes"), list) or not doc["nodes"]:
-        raise DemoConfigError(f"--nodes {path}: the root must be {{\"nodes\": [...]}} with at least one node")
+        raise DemoConfigError(f'--nodes {path}: the root must be {{"nodes": [...]}} with at least one node')
     if len(doc["nodes"]) > MAX_NODES:
         raise DemoConfigError(f"--nodes {path}: at most {MAX_NODES} nodes, got {len(doc['nodes'])}")
     nodes = []
@@ -250,10 +256,18 @@ def parse_nodes_file(path: pathlib.Path) -> tuple[NodeSpec, ...]:
     return tuple(nodes)
 
 
-def build_options(*, volcano_version: str = DEFAULT_VERSION, policy: str = DEFAULT_POLICY,
-                  gpus: str | None = None, mode: str | None = None, nodes_file: str | None = None,
-                  duration: float | None = None, json_output: bool = False,
-                  examples_dir: str | None = None, color: bool | None = None) -> DemoOptions:
+def build_options(
+    *,
+    volcano_version: str = DEFAULT_VERSION,
+    policy: str = DEFAULT_POLICY,
+    gpus: str | None = None,
+    mode: str | None = None,
+    nodes_file: str | None = None,
+    duration: float | None = None,
+    json_output: bool = False,
+    examples_dir: str | None = None,
+    color: bool | None = None,
+) -> DemoOptions:
     """Validate the command line into :class:`DemoOptions` (raises :class:`DemoConfigError`)."""
     try:
         version = normalize_version(volcano_version)
@@ -275,12 +289,21 @@ def build_options(*, volcano_version: str = DEFAULT_VERSION, policy: str = DEFAU
         nodes = default_nodes()
     notes = []
     if not switches_for(version).mig and any(n.mig for n in nodes):
-        notes.append(f"Volcano {version} has no dynamic MIG (needs >= v1.12): the MIG node(s) and the MIG "
-                     "example are left out")
+        notes.append(
+            f"Volcano {version} has no dynamic MIG (needs >= v1.12): the MIG node(s) and the MIG example are left out"
+        )
         nodes = tuple(n for n in nodes if not n.mig)
         if not nodes:
-            raise DemoConfigError(f"--volcano-version {version}: every node is in mode mig, which needs "
-                                  "Volcano >= v1.12")
-    return DemoOptions(nodes=nodes, volcano_version=version, policy=policy, duration=duration,
-                       json=json_output, examples_dir=pathlib.Path(examples_dir) if examples_dir else None,
-                       color=color, notes=tuple(notes))
+            raise DemoConfigError(
+                f"--volcano-version {version}: every node is in mode mig, which needs Volcano >= v1.12"
+            )
+    return DemoOptions(
+        nodes=nodes,
+        volcano_version=version,
+        policy=policy,
+        duration=duration,
+        json=json_output,
+        examples_dir=pathlib.Path(examples_dir) if examples_dir else None,
+        color=color,
+        notes=tuple(notes),
+    )

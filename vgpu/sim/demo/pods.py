@@ -9,6 +9,7 @@ mode that no simulated node has (e.g. ``mig`` with ``--mode hami-core``) is left
 scheduler's annotations) → admitted by the kubelet (Allocate env/mounts per container) →
 ``bind-phase`` from the plugin → running "containers".
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -116,7 +117,7 @@ class PodRecord:
     admission: AdmissionResult | None = None
     bind_phase: str = ""
     final_annotations: dict[str, str] = field(default_factory=dict)
-    containers: list[Any] = field(default_factory=list)   # demo.workload containers
+    containers: list[Any] = field(default_factory=list)  # demo.workload containers
     times: dict[str, float] = field(default_factory=dict)
     skipped: str = ""
 
@@ -139,18 +140,35 @@ class PodRecord:
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "pod": self.key, "file": str(self.example.path), "expect": self.example.expect, "state": self.state,
-            "as_expected": self.as_expected, "uid": self.uid, "node": self.node, "bind_phase": self.bind_phase,
-            "reason": self.reason, "scheduler_annotations": self.scheduled_annotations,
-            "final_annotations": self.final_annotations, "times": self.times}
+            "pod": self.key,
+            "file": str(self.example.path),
+            "expect": self.example.expect,
+            "state": self.state,
+            "as_expected": self.as_expected,
+            "uid": self.uid,
+            "node": self.node,
+            "bind_phase": self.bind_phase,
+            "reason": self.reason,
+            "scheduler_annotations": self.scheduled_annotations,
+            "final_annotations": self.final_annotations,
+            "times": self.times,
+        }
         if self.skipped:
             out["skipped"] = self.skipped
         if self.admission is not None:
             out["admission_error"] = self.admission.error
-            out["allocate"] = [{
-                "container": c.name, "devices": {r: len(ids) for r, ids in c.devices.items()},
-                "device_ids": c.devices, "envs": dict(sorted(c.envs.items())),
-                "mounts": [{"container_path": m.container_path, "host_path": m.host_path, "read_only": m.read_only}
-                           for m in c.mounts]} for c in self.admission.containers]
+            out["allocate"] = [
+                {
+                    "container": c.name,
+                    "devices": {r: len(ids) for r, ids in c.devices.items()},
+                    "device_ids": c.devices,
+                    "envs": dict(sorted(c.envs.items())),
+                    "mounts": [
+                        {"container_path": m.container_path, "host_path": m.host_path, "read_only": m.read_only}
+                        for m in c.mounts
+                    ],
+                }
+                for c in self.admission.containers
+            ]
         out["containers"] = [c.snapshot() for c in self.containers]
         return out

@@ -4,6 +4,7 @@ On a terminal the status tables stay at the bottom of the screen and are redrawn
 (events scroll above them); anywhere else (a pipe, a file, CI) nothing is redrawn: tables are
 printed as plain blocks at the milestones the demo chooses.  ``NO_COLOR`` disables colour.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,11 +18,34 @@ from collections.abc import Sequence
 from typing import TextIO
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-COLORS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34",
-          "magenta": "35", "cyan": "36"}
-KIND_COLOR = {"api": "blue", "kubelet": "cyan", "node": "cyan", "submit": "magenta", "schedule": "magenta",
-              "allocate": "green", "pod": "green", "container": "green", "metrics": "blue", "feedback": "yellow",
-              "xid": "red", "health": "red", "mig": "magenta", "error": "red", "warn": "yellow", "note": "dim"}
+COLORS = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
+KIND_COLOR = {
+    "api": "blue",
+    "kubelet": "cyan",
+    "node": "cyan",
+    "submit": "magenta",
+    "schedule": "magenta",
+    "allocate": "green",
+    "pod": "green",
+    "container": "green",
+    "metrics": "blue",
+    "feedback": "yellow",
+    "xid": "red",
+    "health": "red",
+    "mig": "magenta",
+    "error": "red",
+    "warn": "yellow",
+    "note": "dim",
+}
 
 
 def visible_len(text: str) -> int:
@@ -35,8 +59,9 @@ def pad(text: str, width: int, right: bool = False) -> str:
     return gap + text if right else text + gap
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = (),
-          indent: str = "  ") -> list[str]:
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = (), indent: str = "  "
+) -> list[str]:
     """Aligned columns (two spaces apart); ``right`` lists the right-aligned column indices."""
     widths = [visible_len(h) for h in headers]
     for row in rows:
@@ -84,15 +109,21 @@ def short_uuid(uuid: str, keep: int = 8) -> str:
 class Printer:
     """Writes events and tables; thread-safe.  ``color=None``: colour when ``stream`` is a TTY."""
 
-    def __init__(self, stream: TextIO | None = None, *, color: bool | None = None, live: bool | None = None,
-                 start: float | None = None) -> None:
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        color: bool | None = None,
+        live: bool | None = None,
+        start: float | None = None,
+    ) -> None:
         self.stream = stream or sys.stdout
         tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.color = (tty and "NO_COLOR" not in os.environ) if color is None else color
         self.live = tty if live is None else live
         self.start = time.monotonic() if start is None else start
         self._lock = threading.Lock()
-        self._board: list[str] = []     # the tables currently drawn at the bottom (live mode)
+        self._board: list[str] = []  # the tables currently drawn at the bottom (live mode)
 
     def paint(self, text: str, *styles: str) -> str:
         if not self.color or not styles:
@@ -138,7 +169,7 @@ class Printer:
             if self.live:
                 self._erase_board()
                 size = shutil.get_terminal_size((120, 40))
-                rows = list(lines)[:max(1, size.lines - 2)]
+                rows = list(lines)[: max(1, size.lines - 2)]
                 self._board = [clip(line, size.columns - 1) for line in rows]
                 self._draw_board()
             else:

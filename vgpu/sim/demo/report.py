@@ -3,6 +3,7 @@
 Pure functions over the demo's state (:class:`DemoState`); the flow in :mod:`vgpu.sim.demo.flow`
 fills that state in, the printer draws the lines built here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ class XidRecord:
     xid: int
     injected_at: float
     unhealthy_at: float | None = None
-    kubelet_healthy: dict[str, str] = field(default_factory=dict)   # resource -> "healthy/total"
+    kubelet_healthy: dict[str, str] = field(default_factory=dict)  # resource -> "healthy/total"
     register_health: bool | None = None
 
 
@@ -51,12 +52,12 @@ class DemoState:
     options: DemoOptions
     workdir: str = ""
     api_url: str = ""
-    nodes: list[dict[str, Any]] = field(default_factory=list)     # per node, filled at the end
-    registers: dict[str, str] = field(default_factory=dict)         # node -> register annotation (live)
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # per node, filled at the end
+    registers: dict[str, str] = field(default_factory=dict)  # node -> register annotation (live)
     pods: list[PodRecord] = field(default_factory=list)
     samples: dict[str, list[Sample]] = field(default_factory=dict)  # node -> last scrape
     metrics_urls: dict[str, str] = field(default_factory=dict)
-    metrics_seen: dict[str, float] = field(default_factory=dict)    # pod -> first time with values
+    metrics_seen: dict[str, float] = field(default_factory=dict)  # pod -> first time with values
     feedback_notes: list[dict[str, Any]] = field(default_factory=list)
     xid: XidRecord | None = None
     mig: dict[str, Any] | None = None
@@ -73,8 +74,9 @@ class DemoState:
 
     def hami_pods(self) -> list[PodRecord]:
         """Running pods with at least one HAMi-core container: their usage must reach /metrics."""
-        return [p for p in self.pods if p.state == RUNNING and any(isinstance(c, HamiCoreContainer)
-                                                                   for c in p.containers)]
+        return [
+            p for p in self.pods if p.state == RUNNING and any(isinstance(c, HamiCoreContainer) for c in p.containers)
+        ]
 
     def node_health(self, node: str) -> dict[str, bool]:
         value = self.registers.get(node, "")
@@ -88,7 +90,7 @@ class DemoState:
 
 
 def _gpu_rows(state: DemoState) -> list[list[str]]:
-    usage: dict[str, tuple[int, int, int]] = {}   # uuid -> (bytes, sm, containers)
+    usage: dict[str, tuple[int, int, int]] = {}  # uuid -> (bytes, sm, containers)
     for c in state.containers():
         for uuid, (used, sm) in c.usage_by_uuid().items():
             b, s, n = usage.get(uuid, (0, 0, 0))
@@ -109,8 +111,19 @@ def _gpu_rows(state: DemoState) -> list[list[str]]:
             shown = "—" if ok is None else ("ok" if ok else "UNHEALTHY")
             n += mig_on.get(g.uuid, 0)
             mem = f"{human_bytes(b)} / {human_bytes(g.memory_mib << 20)}"
-            rows.append([spec.name, str(i), short_uuid(g.uuid), g.name, spec.mode, shown, str(n), mem,
-                         f"{min(sm, 100)}%" if spec.mode != "mig" else "n/a"])
+            rows.append(
+                [
+                    spec.name,
+                    str(i),
+                    short_uuid(g.uuid),
+                    g.name,
+                    spec.mode,
+                    shown,
+                    str(n),
+                    mem,
+                    f"{min(sm, 100)}%" if spec.mode != "mig" else "n/a",
+                ]
+            )
     return rows
 
 
@@ -127,8 +140,10 @@ def _devices_text(p: PodRecord) -> str:
         return "—"
     parts = []
     for seg in _segments(value):
-        devs = [f"{short_uuid(d.uuid)}{f'[{d.mig.group}-{d.mig.position}]' if d.mig else ''} "
-                f"{d.usedmem}MiB/{d.usedcores}%" for d in seg]
+        devs = [
+            f"{short_uuid(d.uuid)}{f'[{d.mig.group}-{d.mig.position}]' if d.mig else ''} {d.usedmem}MiB/{d.usedcores}%"
+            for d in seg
+        ]
         parts.append(", ".join(devs) or "—")
     return "; ".join(parts)
 
@@ -137,8 +152,16 @@ def _pod_rows(state: DemoState) -> list[list[str]]:
     rows = []
     for p in state.pods:
         detail = p.skipped or (p.reason if p.state != RUNNING else "")
-        rows.append([p.key, p.node or "—", p.state, p.bind_phase or "—", _devices_text(p),
-                     (detail[:70] + "…") if len(detail) > 71 else detail])
+        rows.append(
+            [
+                p.key,
+                p.node or "—",
+                p.state,
+                p.bind_phase or "—",
+                _devices_text(p),
+                (detail[:70] + "…") if len(detail) > 71 else detail,
+            ]
+        )
     return rows
 
 
@@ -155,28 +178,46 @@ def _container_rows(state: DemoState, printer: Printer) -> list[list[str]]:
                 else:
                     fbt = f"idle (rk={fb.recent_kernel}, sw={fb.utilization_switch})"
                 limit = c.limits[d]
-                rows.append([f"{c.pod}/{c.name}" if d == 0 else "", short_uuid(u),
-                             f"{human_bytes(c.used[d])} / {human_bytes(limit) if limit else '∞'}",
-                             f"{c.sm_util[d]}% / {c.sm_limits[d] or 100}%", str(c.priority) if d == 0 else "",
-                             fbt])
+                rows.append(
+                    [
+                        f"{c.pod}/{c.name}" if d == 0 else "",
+                        short_uuid(u),
+                        f"{human_bytes(c.used[d])} / {human_bytes(limit) if limit else '∞'}",
+                        f"{c.sm_util[d]}% / {c.sm_limits[d] or 100}%",
+                        str(c.priority) if d == 0 else "",
+                        fbt,
+                    ]
+                )
         else:
-            rows.append([f"{c.pod}/{c.name}", ",".join(short_uuid(u, 8) for u in c.mig_uuids), "MIG instance",
-                         "—", "—", "no HAMi-core (MIG isolation)"])
+            rows.append(
+                [
+                    f"{c.pod}/{c.name}",
+                    ",".join(short_uuid(u, 8) for u in c.mig_uuids),
+                    "MIG instance",
+                    "—",
+                    "—",
+                    "no HAMi-core (MIG isolation)",
+                ]
+            )
     return rows
 
 
 def board_lines(state: DemoState, printer: Printer) -> list[str]:
     b = printer.paint
     out = ["", b("GPUs", "bold")]
-    out += table(["NODE", "GPU", "UUID", "MODEL", "MODE", "HEALTH", "CTRS", "MEMORY USED", "SM"], _gpu_rows(state),
-                  right=(1, 6, 8))
+    out += table(
+        ["NODE", "GPU", "UUID", "MODEL", "MODE", "HEALTH", "CTRS", "MEMORY USED", "SM"],
+        _gpu_rows(state),
+        right=(1, 6, 8),
+    )
     out += ["", b("Pods", "bold")]
     out += table(["POD", "NODE", "STATE", "BIND-PHASE", "DEVICES (vgpu-ids-new)", "NOTE"], _pod_rows(state))
     crow = _container_rows(state, printer)
     if crow:
         out += ["", b("Containers (HAMi-core shared regions)", "bold")]
-        out += table(["POD/CONTAINER", "GPU", "MEMORY (used / limit)", "SM (util / limit)", "PRIO", "FEEDBACK"],
-                     crow, right=(4,))
+        out += table(
+            ["POD/CONTAINER", "GPU", "MEMORY (used / limit)", "SM (util / limit)", "PRIO", "FEEDBACK"], crow, right=(4,)
+        )
     if state.metrics_urls:
         out += [""] + [f"  metrics {n}: {u}" for n, u in state.metrics_urls.items()]
     return out
@@ -188,43 +229,96 @@ def board_lines(state: DemoState, printer: Printer) -> list[str]:
 def checks(state: DemoState) -> list[Check]:
     out: list[Check] = []
     regs = [n for n in state.nodes if n.get("registered")]
-    out.append(Check("registration", len(regs) == len(state.options.nodes),
-                     f"{len(regs)}/{len(state.options.nodes)} node(s): 3 resources at the kubelet, register "
-                     "annotation (+ handshake up to v1.15) on the Node"))
+    out.append(
+        Check(
+            "registration",
+            len(regs) == len(state.options.nodes),
+            f"{len(regs)}/{len(state.options.nodes)} node(s): 3 resources at the kubelet, register "
+            "annotation (+ handshake up to v1.15) on the Node",
+        )
+    )
     bad = [p for p in state.pods if not p.as_expected]
-    out.append(Check("pods", not bad and bool(state.pods),
-                     "no sample pod was submitted" if not state.pods else
-                     "every sample pod as expected" if not bad else
-                     "; ".join(f"{p.key}: {p.state} (expected {p.example.expect}) {p.reason}".strip() for p in bad)))
+    out.append(
+        Check(
+            "pods",
+            not bad and bool(state.pods),
+            "no sample pod was submitted"
+            if not state.pods
+            else "every sample pod as expected"
+            if not bad
+            else "; ".join(f"{p.key}: {p.state} (expected {p.example.expect}) {p.reason}".strip() for p in bad),
+        )
+    )
     multi = [p for p in state.pods if p.admission is not None and any(not c.devices for c in p.admission.containers)]
     if any(_has_plain_container(p) for p in state.pods if not p.skipped):
         ok = any(p.as_expected and p.state == RUNNING for p in multi)
-        out.append(Check("multi-container", ok,
-                         "a pod with a container without GPU got bind-phase=success, that container no devices"
-                         if ok else "no multi-container pod (one container without GPU) reached success"))
-    hami_expected = any(not p.skipped and p.example.expect == EXPECT_SUCCESS and p.example.wants_mode != "mig"
-                        and _wants_vgpu(p) for p in state.pods)
+        out.append(
+            Check(
+                "multi-container",
+                ok,
+                "a pod with a container without GPU got bind-phase=success, that container no devices"
+                if ok
+                else "no multi-container pod (one container without GPU) reached success",
+            )
+        )
+    hami_expected = any(
+        not p.skipped and p.example.expect == EXPECT_SUCCESS and p.example.wants_mode != "mig" and _wants_vgpu(p)
+        for p in state.pods
+    )
     if hami_expected or state.hami_pods():
         missing = [p.key for p in state.hami_pods() if p.key not in state.metrics_seen]
-        out.append(Check("metrics", bool(state.metrics_seen) and not missing,
-                         f"/metrics served per-pod values for {len(state.metrics_seen)} pod(s)" if not missing else
-                         f"no per-pod values on /metrics for {', '.join(missing)}"))
+        out.append(
+            Check(
+                "metrics",
+                bool(state.metrics_seen) and not missing,
+                f"/metrics served per-pod values for {len(state.metrics_seen)} pod(s)"
+                if not missing
+                else f"no per-pod values on /metrics for {', '.join(missing)}",
+            )
+        )
         seen = [c for c in state.containers() if isinstance(c, HamiCoreContainer) and c.feedback.seen]
-        out.append(Check("feedback", bool(seen),
-                         f"the monitor's feedback loop wrote into {len(seen)} shared region(s)" if seen else
-                         "no feedback from the monitor seen in any shared region"))
+        out.append(
+            Check(
+                "feedback",
+                bool(seen),
+                f"the monitor's feedback loop wrote into {len(seen)} shared region(s)"
+                if seen
+                else "no feedback from the monitor seen in any shared region",
+            )
+        )
     if state.options.mig_nodes and any(p.example.wants_mig and not p.skipped for p in state.pods):
         ok = bool(state.mig and state.mig.get("mig_uuids"))
-        out.append(Check("mig", ok, f"MIG allocation {state.mig['pod']} -> {', '.join(state.mig['mig_uuids'])}"
-                         if ok and state.mig else "no MIG allocation happened"))
+        out.append(
+            Check(
+                "mig",
+                ok,
+                f"MIG allocation {state.mig['pod']} -> {', '.join(state.mig['mig_uuids'])}"
+                if ok and state.mig
+                else "no MIG allocation happened",
+            )
+        )
     x = state.xid
     ok = bool(x and x.unhealthy_at is not None)
-    out.append(Check("xid", ok, f"XID {x.xid} on {x.node} GPU {x.index} made it unhealthy" if ok and x else
-                     "no XID made a GPU unhealthy" if x is None else
-                     f"XID {x.xid} injected on {x.node} GPU {x.index} but the GPU never turned unhealthy"))
-    out.append(Check("components", not state.component_failed and not state.problems,
-                     "every component started and stopped cleanly" if not state.problems else
-                     "; ".join(p.splitlines()[0] for p in state.problems)))
+    out.append(
+        Check(
+            "xid",
+            ok,
+            f"XID {x.xid} on {x.node} GPU {x.index} made it unhealthy"
+            if ok and x
+            else "no XID made a GPU unhealthy"
+            if x is None
+            else f"XID {x.xid} injected on {x.node} GPU {x.index} but the GPU never turned unhealthy",
+        )
+    )
+    out.append(
+        Check(
+            "components",
+            not state.component_failed and not state.problems,
+            "every component started and stopped cleanly"
+            if not state.problems
+            else "; ".join(p.splitlines()[0] for p in state.problems),
+        )
+    )
     return out
 
 
@@ -265,8 +359,9 @@ def summary_lines(state: DemoState, results: list[Check], printer: Printer) -> l
         per.update(per_pod(samples))
     if per:
         out += ["", p("Per-pod memory on /metrics (vGPU_device_memory_usage_in_bytes)", "bold")]
-        out += table(["POD", "BYTES", ""], [[k, f"{int(v)}", human_bytes(v)] for k, v in sorted(per.items())],
-                     right=(1, 2))
+        out += table(
+            ["POD", "BYTES", ""], [[k, f"{int(v)}", human_bytes(v)] for k, v in sorted(per.items())], right=(1, 2)
+        )
     return out
 
 
@@ -282,8 +377,10 @@ def report(state: DemoState, results: list[Check], code: int) -> dict[str, Any]:
         "notes": list(state.options.notes),
         "nodes": state.nodes,
         "pods": [p.summary() for p in state.pods],
-        "metrics": {n: {"url": state.metrics_urls.get(n, ""), "samples": [s.as_dict() for s in samples]}
-                    for n, samples in state.samples.items()},
+        "metrics": {
+            n: {"url": state.metrics_urls.get(n, ""), "samples": [s.as_dict() for s in samples]}
+            for n, samples in state.samples.items()
+        },
         "metrics_per_pod": {k: v for samples in state.samples.values() for k, v in per_pod(samples).items()},
         "metrics_seen": state.metrics_seen,
         "feedback": state.feedback_notes,

@@ -16,6 +16,7 @@ per :meth:`step`:
 
 A MIG container (:class:`MigContainer`) has no HAMi-core: it just holds its MIG devices.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,9 +30,9 @@ from vgpu.hamicore.limits import atoi, parse_limit
 from vgpu.sim.hamicore.writer import RegionWriter
 
 MIB = 1 << 20
-CONTEXT_MIB = 304            # what a CUDA context costs on an A100, roughly
+CONTEXT_MIB = 304  # what a CUDA context costs on an A100, roughly
 MEMORY_PERIOD_S = 24.0
-REGION_VARIANT = "v1.2"      # the layout current HAMi-core writes (hami-core.md §4)
+REGION_VARIANT = "v1.2"  # the layout current HAMi-core writes (hami-core.md §4)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def host_cache_file(envs: Mapping[str, str], mounts: Sequence[Any]) -> str | Non
         return None
     for m in mounts:
         if m.container_path == paths.CONTAINER_CACHE_DIR and cache.startswith(paths.CONTAINER_CACHE_DIR + "/"):
-            return os.path.join(m.host_path, cache[len(paths.CONTAINER_CACHE_DIR) + 1:])
+            return os.path.join(m.host_path, cache[len(paths.CONTAINER_CACHE_DIR) + 1 :])
     return None
 
 
@@ -64,9 +65,9 @@ class Feedback:
 
     utilization_switch: int = 0
     recent_kernel: int = 0
-    decrements: int = 0          # times the monitor counted recent_kernel down (its pass 1)
-    blocked_times: int = 0       # times it blocked this container (recent_kernel = -1)
-    switch_changes: int = 0      # times the monitor changed utilization_switch
+    decrements: int = 0  # times the monitor counted recent_kernel down (its pass 1)
+    blocked_times: int = 0  # times it blocked this container (recent_kernel = -1)
+    switch_changes: int = 0  # times the monitor changed utilization_switch
 
     @property
     def blocked(self) -> bool:
@@ -79,19 +80,19 @@ class Feedback:
 
 @dataclass
 class HamiCoreContainer:
-    pod: str                  # namespace/name
+    pod: str  # namespace/name
     name: str
     node: str
     envs: dict[str, str]
     region_path: str
     pid: int
     duty: Duty = field(default_factory=Duty)
-    phase: float = 0.0        # shifts the memory wave so containers differ
+    phase: float = 0.0  # shifts the memory wave so containers differ
     writer: RegionWriter | None = None
     uuids: list[str] = field(default_factory=list)
-    limits: list[int] = field(default_factory=list)       # bytes per device
-    sm_limits: list[int] = field(default_factory=list)    # percent per device (0 = none)
-    used: list[int] = field(default_factory=list)         # bytes per device (data + context)
+    limits: list[int] = field(default_factory=list)  # bytes per device
+    sm_limits: list[int] = field(default_factory=list)  # percent per device (0 = none)
+    used: list[int] = field(default_factory=list)  # bytes per device (data + context)
     sm_util: list[int] = field(default_factory=list)
     priority: int = 1
     feedback: Feedback = field(default_factory=Feedback)
@@ -158,14 +159,18 @@ class HamiCoreContainer:
         self._wrote_two = False
         if rk < 0 and not fb.blocked:
             fb.blocked_times += 1
-            notes.append(f"blocked by priority (recent_kernel={rk}, utilization_switch={sw}): a higher-priority "
-                         "container is busy on its GPU")
+            notes.append(
+                f"blocked by priority (recent_kernel={rk}, utilization_switch={sw}): a higher-priority "
+                "container is busy on its GPU"
+            )
         elif rk >= 0 and fb.blocked:
             notes.append(f"released (recent_kernel={rk}): no higher-priority work on its GPU any more")
         if sw != fb.utilization_switch:
             fb.switch_changes += 1
-            notes.append(f"utilization_switch {fb.utilization_switch} → {sw} "
-                         f"({'SM limiter engaged' if sw else 'SM limiter off'})")
+            notes.append(
+                f"utilization_switch {fb.utilization_switch} → {sw} "
+                f"({'SM limiter engaged' if sw else 'SM limiter off'})"
+            )
         fb.utilization_switch, fb.recent_kernel = sw, rk
         return notes
 
@@ -174,17 +179,33 @@ class HamiCoreContainer:
         return {u: (self.used[d], self.sm_util[d]) for d, u in enumerate(self.uuids)}
 
     def snapshot(self) -> dict[str, Any]:
-        return {"pod": self.pod, "container": self.name, "node": self.node, "kind": self.kind,
-                "region": self.region_path, "priority": self.priority, "pid": self.pid,
-                "devices": [{"uuid": u, "memory_used_bytes": self.used[d], "memory_limit_bytes": self.limits[d],
-                             "sm_util": self.sm_util[d], "sm_limit": self.sm_limits[d]}
-                            for d, u in enumerate(self.uuids)],
-                "kernel_launches": self.launches,
-                "feedback": {"utilization_switch": self.feedback.utilization_switch,
-                             "recent_kernel": self.feedback.recent_kernel,
-                             "decrements_seen": self.feedback.decrements,
-                             "times_blocked": self.feedback.blocked_times,
-                             "switch_changes": self.feedback.switch_changes}}
+        return {
+            "pod": self.pod,
+            "container": self.name,
+            "node": self.node,
+            "kind": self.kind,
+            "region": self.region_path,
+            "priority": self.priority,
+            "pid": self.pid,
+            "devices": [
+                {
+                    "uuid": u,
+                    "memory_used_bytes": self.used[d],
+                    "memory_limit_bytes": self.limits[d],
+                    "sm_util": self.sm_util[d],
+                    "sm_limit": self.sm_limits[d],
+                }
+                for d, u in enumerate(self.uuids)
+            ],
+            "kernel_launches": self.launches,
+            "feedback": {
+                "utilization_switch": self.feedback.utilization_switch,
+                "recent_kernel": self.feedback.recent_kernel,
+                "decrements_seen": self.feedback.decrements,
+                "times_blocked": self.feedback.blocked_times,
+                "switch_changes": self.feedback.switch_changes,
+            },
+        }
 
     def close(self) -> None:
         """The process exits normally (its slot is released) and the file is closed."""
@@ -217,8 +238,13 @@ class MigContainer:
         return {}
 
     def snapshot(self) -> dict[str, Any]:
-        return {"pod": self.pod, "container": self.name, "node": self.node, "kind": self.kind,
-                "mig_devices": list(self.mig_uuids)}
+        return {
+            "pod": self.pod,
+            "container": self.name,
+            "node": self.node,
+            "kind": self.kind,
+            "mig_devices": list(self.mig_uuids),
+        }
 
     def close(self) -> None:
         pass

@@ -8,6 +8,7 @@ region benchmark can measure it in place of the native reader (``VGPU_BENCH_REGI
 and a test can watch the gate fail when the fast path is lost (tests/integration/bench), and so
 tests can check that both readers compute the same thing.
 """
+
 from __future__ import annotations
 
 import os
@@ -60,12 +61,31 @@ def read_python(fd: int, path: str) -> RegionSnapshot:
     if spec.layout is Layout.V1 and minor not in (1, 2):
         bits |= lib.VGPU_REGION_A_UNKNOWN_MINOR
     last_kernel = ref["last_kernel_time"]
-    h = (int(spec.layout), ref["major_version"] or 0, minor or 0,
-         int(spec.layout is Layout.V1 and minor >= 2), int(spec.has_util), int(last_kernel is not None),
-         size, ref["device_num_raw"], ref["device_num"], ref["proc_num_raw"], ref["proc_num"],
-         ref["live_procs"], ref["skipped_slots"], ref["sm_init_flag"], ref["utilization_switch"],
-         ref["recent_kernel"], ref["priority"], last_kernel or 0, bits, 1, size,
-         *ref["limits"], *ref["sm_limits"])
+    h = (
+        int(spec.layout),
+        ref["major_version"] or 0,
+        minor or 0,
+        int(spec.layout is Layout.V1 and minor >= 2),
+        int(spec.has_util),
+        int(last_kernel is not None),
+        size,
+        ref["device_num_raw"],
+        ref["device_num"],
+        ref["proc_num_raw"],
+        ref["proc_num"],
+        ref["live_procs"],
+        ref["skipped_slots"],
+        ref["sm_init_flag"],
+        ref["utilization_switch"],
+        ref["recent_kernel"],
+        ref["priority"],
+        last_kernel or 0,
+        bits,
+        1,
+        size,
+        *ref["limits"],
+        *ref["sm_limits"],
+    )
     return snapshot_from_summary(h, [DeviceUsage(**d) for d in ref["devices"]], ref["invalid_uuid_devices"], path)
 
 

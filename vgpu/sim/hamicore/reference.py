@@ -6,6 +6,7 @@ it with the native reader on every generated and fuzzed file; benchmarks use it 
 baseline.  It has no seqlock retry loop (an odd seqlock in the image means "skipped") and no fd safety (it follows symlinks, it can block on a FIFO),
 which is exactly why the monitor uses :mod:`vgpu.hamicore.region` instead.
 """
+
 from __future__ import annotations
 
 import os
@@ -77,24 +78,53 @@ def decode(data: bytes) -> dict[str, Any]:
                 procs[d] += 1
     devices, invalid = [], []
     for d in range(device_num):
-        state, text = _uuid(data[spec.off_uuids + d * UUID_LEN: spec.off_uuids + (d + 1) * UUID_LEN])
+        state, text = _uuid(data[spec.off_uuids + d * UUID_LEN : spec.off_uuids + (d + 1) * UUID_LEN])
         if state == "invalid":
             invalid.append(d)
         if state != "valid":
             continue
         total, context, module, dat, offset, monitor, sm = sums[d]
-        devices.append({"index": d, "uuid": text, "limit_bytes": limits[d], "sm_limit": sm_limits[d],
-                        "used_bytes": total, "context_bytes": context, "module_bytes": module, "data_bytes": dat,
-                        "offset_bytes": offset, "monitor_used_bytes": monitor, "sm_util": sm, "procs": procs[d]})
-    last_kernel = (struct.unpack_from("<Q", data, spec.off_last_kernel_time)[0]
-                   if spec.off_last_kernel_time is not None else None)
+        devices.append(
+            {
+                "index": d,
+                "uuid": text,
+                "limit_bytes": limits[d],
+                "sm_limit": sm_limits[d],
+                "used_bytes": total,
+                "context_bytes": context,
+                "module_bytes": module,
+                "data_bytes": dat,
+                "offset_bytes": offset,
+                "monitor_used_bytes": monitor,
+                "sm_util": sm,
+                "procs": procs[d],
+            }
+        )
+    last_kernel = (
+        struct.unpack_from("<Q", data, spec.off_last_kernel_time)[0] if spec.off_last_kernel_time is not None else None
+    )
     return {
-        "error": None, "layout": Layout(spec.layout), "major_version": major, "minor_version": minor,
-        "file_size": len(data), "device_num": device_num, "device_num_raw": device_num_raw,
-        "proc_num": proc_num, "proc_num_raw": proc_num_raw, "live_procs": live, "skipped_slots": skipped,
-        "utilization_switch": sw, "recent_kernel": rk, "priority": prio, "last_kernel_time": last_kernel,
-        "limits": limits, "sm_limits": sm_limits, "devices": devices, "invalid_uuid_devices": invalid,
-        "sm_init_flag": struct.unpack_from("<i", data, spec.off_sm_init_flag)[0], "saturated": saturated,
+        "error": None,
+        "layout": Layout(spec.layout),
+        "major_version": major,
+        "minor_version": minor,
+        "file_size": len(data),
+        "device_num": device_num,
+        "device_num_raw": device_num_raw,
+        "proc_num": proc_num,
+        "proc_num_raw": proc_num_raw,
+        "live_procs": live,
+        "skipped_slots": skipped,
+        "utilization_switch": sw,
+        "recent_kernel": rk,
+        "priority": prio,
+        "last_kernel_time": last_kernel,
+        "limits": limits,
+        "sm_limits": sm_limits,
+        "devices": devices,
+        "invalid_uuid_devices": invalid,
+        "sm_init_flag": struct.unpack_from("<i", data, spec.off_sm_init_flag)[0],
+        "saturated": saturated,
     }
 
 

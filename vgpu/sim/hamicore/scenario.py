@@ -4,6 +4,7 @@ Shared by the tests and the benchmarks: :func:`standard_region` (five processes 
 its expected decode :data:`STANDARD_EXPECTED`) and :func:`add_container`, which writes a region
 into ``<hook>/containers/<uid>_<ctr>/`` where the monitor looks for it.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -70,12 +71,34 @@ STANDARD_EXPECTED = {
     "limits": (3000 * MIB, 2048 * MIB) + (GIB,) * 14,
     "sm_limits": (50, 30) + (50,) * 14,
     "devices": [
-        {"index": 0, "uuid": UUIDS[0], "limit_bytes": 3000 * MIB, "sm_limit": 50, "used_bytes": 1874 * MIB,
-         "context_bytes": 300 * MIB, "module_bytes": 0, "data_bytes": 1574 * MIB, "offset_bytes": 0,
-         "monitor_used_bytes": 1500 * MIB, "sm_util": 35, "procs": 4},
-        {"index": 1, "uuid": UUIDS[1], "limit_bytes": 2048 * MIB, "sm_limit": 30, "used_bytes": 567 * MIB,
-         "context_bytes": 0, "module_bytes": 0, "data_bytes": 567 * MIB, "offset_bytes": 0,
-         "monitor_used_bytes": 45 * MIB, "sm_util": 7, "procs": 4},
+        {
+            "index": 0,
+            "uuid": UUIDS[0],
+            "limit_bytes": 3000 * MIB,
+            "sm_limit": 50,
+            "used_bytes": 1874 * MIB,
+            "context_bytes": 300 * MIB,
+            "module_bytes": 0,
+            "data_bytes": 1574 * MIB,
+            "offset_bytes": 0,
+            "monitor_used_bytes": 1500 * MIB,
+            "sm_util": 35,
+            "procs": 4,
+        },
+        {
+            "index": 1,
+            "uuid": UUIDS[1],
+            "limit_bytes": 2048 * MIB,
+            "sm_limit": 30,
+            "used_bytes": 567 * MIB,
+            "context_bytes": 0,
+            "module_bytes": 0,
+            "data_bytes": 567 * MIB,
+            "offset_bytes": 0,
+            "monitor_used_bytes": 45 * MIB,
+            "sm_util": 7,
+            "procs": 4,
+        },
     ],
 }
 
@@ -86,11 +109,19 @@ def container_dir(hook: pathlib.Path, uid: str, ctr: str) -> pathlib.Path:
     return d
 
 
-def write_region(path: pathlib.Path, *, variant: str = "v1.2", uuids: Sequence[str] = UUIDS,
-                 limits_mib: Sequence[int] = (3000, 2048), procs: Iterable[tuple[int, Sequence[int]]] = (),
-                 sm_util: dict[tuple[int, int], int] | None = None, priority: int | None = None,
-                 context_mib: dict[tuple[int, int], int] | None = None, now: int | None = NOW,
-                 keep_open: bool = False) -> RegionWriter | pathlib.Path:
+def write_region(
+    path: pathlib.Path,
+    *,
+    variant: str = "v1.2",
+    uuids: Sequence[str] = UUIDS,
+    limits_mib: Sequence[int] = (3000, 2048),
+    procs: Iterable[tuple[int, Sequence[int]]] = (),
+    sm_util: dict[tuple[int, int], int] | None = None,
+    priority: int | None = None,
+    context_mib: dict[tuple[int, int], int] | None = None,
+    now: int | None = NOW,
+    keep_open: bool = False,
+) -> RegionWriter | pathlib.Path:
     """A region as libvgpu writes it: ``procs`` = [(pid, [MiB on d0, MiB on d1, ...])]."""
     env = {f"CUDA_DEVICE_MEMORY_LIMIT_{i}": f"{m}m" for i, m in enumerate(limits_mib)}
     if priority is not None:

@@ -10,6 +10,7 @@ It uses ``pwrite`` on an fd (each syscall is ordered after the previous one), so
 reader sees the seqlock protocol exactly as with libvgpu's mapped stores.  It trusts its own
 file: it is a producer for tests, not a parser of untrusted input.
 """
+
 from __future__ import annotations
 
 import logging
@@ -53,8 +54,11 @@ VARIANTS: dict[str, Variant] = {
     "interim": Variant("interim", layouts.INTERIM, 1),  # mislabelled 1.1 upstream
 }
 
-_KINDS = {"context": USED_OFFSETS["context_size"], "module": USED_OFFSETS["module_size"],
-          "data": USED_OFFSETS["data_size"]}  # device_memory_t field offsets, by add_memory's kind
+_KINDS = {
+    "context": USED_OFFSETS["context_size"],
+    "module": USED_OFFSETS["module_size"],
+    "data": USED_OFFSETS["data_size"],
+}  # device_memory_t field offsets, by add_memory's kind
 _TOTAL = USED_OFFSETS["total"]
 
 
@@ -72,8 +76,14 @@ class RegionWriter:
     # ---- creation -------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str | os.PathLike[str], variant: str = "v1.2", *, env: Mapping[str, str] | None = None,
-               now: int | None = None) -> RegionWriter:
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        variant: str = "v1.2",
+        *,
+        env: Mapping[str, str] | None = None,
+        now: int | None = None,
+    ) -> RegionWriter:
         """Create (or attach to) ``path`` as libvgpu's first call does (§6 steps 1–7)."""
         if variant not in VARIANTS:
             raise ValueError(f"unknown region variant {variant!r}; known: {', '.join(VARIANTS)}")
@@ -94,8 +104,10 @@ class RegionWriter:
                 limits, sm_limits = limits_from_env(env)
                 if writer._i32(0) != MAGIC:
                     writer._initialise(limits, sm_limits, env)
-                elif (writer._u64s(spec.off_limit, MAX_DEVICES) != limits
-                      or writer._u64s(spec.off_sm_limit, MAX_DEVICES) != sm_limits):
+                elif (
+                    writer._u64s(spec.off_limit, MAX_DEVICES) != limits
+                    or writer._u64s(spec.off_sm_limit, MAX_DEVICES) != sm_limits
+                ):
                     writer.limit_inconsistency = True
                     log.warning("%s: Limit inconsistency; keeping the file's limits", name)
                 writer._stamp_time(now)
@@ -261,8 +273,9 @@ class RegionWriter:
             self._pwrite(base + _KINDS[kind], struct.pack("<Q", (field + delta) % 2**64))
             self._pwrite(base + _TOTAL, struct.pack("<Q", (total + delta) % 2**64))
 
-    def set_monitor(self, pid: int, device: int, *, monitor_used: int | None = None,
-                    sm_util: int | None = None) -> None:
+    def set_monitor(
+        self, pid: int, device: int, *, monitor_used: int | None = None, sm_util: int | None = None
+    ) -> None:
         """The watcher thread's per-slot NVML samples (no seqlock, as libvgpu)."""
         i = self._slot_of(pid)
         if monitor_used is not None:

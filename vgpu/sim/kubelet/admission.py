@@ -14,6 +14,7 @@ unspecified order — here shuffled by ``rng`` unless a fixed order is asked for
 
 Used by the Volcano end-to-end tests and the demo; it reports exactly what a container would get.
 """
+
 from __future__ import annotations
 
 import random
@@ -73,8 +74,13 @@ class Admitter:
     else the first ``n`` available IDs.
     """
 
-    def __init__(self, kubelet: FakeKubelet, *, rng: random.Random | None = None,
-                 choose: Callable[[str, list[str], int, list[str] | None], list[str]] | None = None):
+    def __init__(
+        self,
+        kubelet: FakeKubelet,
+        *,
+        rng: random.Random | None = None,
+        choose: Callable[[str, list[str], int, list[str] | None], list[str]] | None = None,
+    ):
         self.kubelet = kubelet
         self.rng = rng
         self.choose = choose
@@ -102,7 +108,9 @@ class Admitter:
         spec = pod.get("spec") or {}
         result = AdmissionResult(key)
         held: dict[str, set[str]] = {}
-        ctrs = [(c, True) for c in spec.get("initContainers") or ()] + [(c, False) for c in spec.get("containers") or ()]
+        ctrs = [(c, True) for c in spec.get("initContainers") or ()] + [
+            (c, False) for c in spec.get("containers") or ()
+        ]
         for c, init in ctrs:
             cr = ContainerResult(str(c.get("name", "")), init)
             result.containers.append(cr)
@@ -128,8 +136,10 @@ class Admitter:
         assert client is not None
         avail = self.available(res)
         if len(avail) < n:
-            return f"Allocate failed due to requested number of devices unavailable for {res}. " \
-                   f"Requested: {n}, Available: {len(avail)}"
+            return (
+                f"Allocate failed due to requested number of devices unavailable for {res}. "
+                f"Requested: {n}, Available: {len(avail)}"
+            )
         preferred: list[str] | None = None
         if client.options is not None and client.options.get_preferred_allocation_available:
             try:
@@ -174,10 +184,17 @@ def update_node_resources(store: Any, node_name: str, resources: Mapping[str, st
     return store.patch("nodes", None, node_name, patch, subresource="status")
 
 
-def pod_manifest(name: str, containers: Sequence[Mapping[str, Any]], *, namespace: str = "default",
-                 scheduler_name: str = "volcano", init_containers: Sequence[Mapping[str, Any]] = (),
-                 annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+def pod_manifest(
+    name: str,
+    containers: Sequence[Mapping[str, Any]],
+    *,
+    namespace: str = "default",
+    scheduler_name: str = "volcano",
+    init_containers: Sequence[Mapping[str, Any]] = (),
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """A pod for the scheduler emulator: ``containers`` are dicts with name, limits, env."""
+
     def ctr(c: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"name": c["name"], "image": c.get("image", "busybox")}
         if c.get("limits"):

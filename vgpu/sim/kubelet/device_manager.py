@@ -14,6 +14,7 @@ It behaves like the real kubelet where our plugin can observe it
 
 Everything it starts is stopped by ``stop()`` (also via ``with FakeKubelet(...)``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,20 +68,22 @@ def is_extended_resource_name(name: str) -> bool:
 class PluginClient:
     """The kubelet's connection to one registered plugin and its ListAndWatch view."""
 
-    def __init__(self, socket_dir: str, registration: Registration,
-                 max_receive_bytes: int = KUBELET_MAX_RECEIVE_BYTES) -> None:
+    def __init__(
+        self, socket_dir: str, registration: Registration, max_receive_bytes: int = KUBELET_MAX_RECEIVE_BYTES
+    ) -> None:
         self.registration = registration
         self.resource_name = registration.resource_name
         self.socket_path = os.path.join(socket_dir, registration.endpoint)
         self.channel = grpc.insecure_channel(
-            f"unix:{self.socket_path}", options=[("grpc.max_receive_message_length", max_receive_bytes)])
+            f"unix:{self.socket_path}", options=[("grpc.max_receive_message_length", max_receive_bytes)]
+        )
         self.stub = pb_grpc.DevicePluginStub(self.channel)
         self.options: pb.DevicePluginOptions | None = None
-        self.devices: list[tuple[str, str]] = []   # latest list: (ID, health)
-        self.updates = 0                           # ListAndWatch messages received
+        self.devices: list[tuple[str, str]] = []  # latest list: (ID, health)
+        self.updates = 0  # ListAndWatch messages received
         self.history: list[tuple[float, list[tuple[str, str]]]] = []
         self.keep_history = True
-        self.stream_error: str | None = None       # why the stream ended, if it did
+        self.stream_error: str | None = None  # why the stream ended, if it did
         self.closed = False
         self._cond = threading.Condition()
         self._stream: grpc.Future | None = None
@@ -115,7 +118,7 @@ class PluginClient:
 
     # -- observing ---------------------------------------------------------------------
 
-    def wait_until(self, predicate: Callable[["PluginClient"], bool], timeout: float) -> bool:
+    def wait_until(self, predicate: Callable[[PluginClient], bool], timeout: float) -> bool:
         """Poll-free wait (condition variable) until ``predicate(self)`` holds."""
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -143,20 +146,34 @@ class PluginClient:
     # -- calling -----------------------------------------------------------------------
 
     def allocate(self, container_devices: Sequence[Iterable[str]], timeout: float = 10.0) -> pb.AllocateResponse:
-        return self.stub.Allocate(pb.AllocateRequest(container_requests=[
-            pb.ContainerAllocateRequest(devices_ids=list(ids)) for ids in container_devices]), timeout=timeout)
+        return self.stub.Allocate(
+            pb.AllocateRequest(
+                container_requests=[pb.ContainerAllocateRequest(devices_ids=list(ids)) for ids in container_devices]
+            ),
+            timeout=timeout,
+        )
 
-    def get_preferred_allocation(self, available: Iterable[str], must_include: Iterable[str], size: int,
-                                 timeout: float = 10.0) -> list[str]:
-        resp = self.stub.GetPreferredAllocation(pb.PreferredAllocationRequest(container_requests=[
-            pb.ContainerPreferredAllocationRequest(available_deviceIDs=list(available),
-                                                   must_include_deviceIDs=list(must_include),
-                                                   allocation_size=size)]), timeout=timeout)
+    def get_preferred_allocation(
+        self, available: Iterable[str], must_include: Iterable[str], size: int, timeout: float = 10.0
+    ) -> list[str]:
+        resp = self.stub.GetPreferredAllocation(
+            pb.PreferredAllocationRequest(
+                container_requests=[
+                    pb.ContainerPreferredAllocationRequest(
+                        available_deviceIDs=list(available),
+                        must_include_deviceIDs=list(must_include),
+                        allocation_size=size,
+                    )
+                ]
+            ),
+            timeout=timeout,
+        )
         return list(resp.container_responses[0].deviceIDs)
 
     def pre_start_container(self, ids: Iterable[str]) -> pb.PreStartContainerResponse:
-        return self.stub.PreStartContainer(pb.PreStartContainerRequest(devices_ids=list(ids)),
-                                           timeout=PRE_START_CONTAINER_TIMEOUT_S)
+        return self.stub.PreStartContainer(
+            pb.PreStartContainerRequest(devices_ids=list(ids)), timeout=PRE_START_CONTAINER_TIMEOUT_S
+        )
 
     def close(self) -> None:
         self.closed = True
@@ -179,8 +196,13 @@ class FakeKubelet(pb_grpc.RegistrationServicer):
     ``refuse`` (optional) is consulted on each Register: return an error text to refuse it.
     """
 
-    def __init__(self, socket_dir: str, *, max_receive_bytes: int = KUBELET_MAX_RECEIVE_BYTES,
-                 refuse: Callable[[pb.RegisterRequest], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        socket_dir: str,
+        *,
+        max_receive_bytes: int = KUBELET_MAX_RECEIVE_BYTES,
+        refuse: Callable[[pb.RegisterRequest], str | None] | None = None,
+    ) -> None:
         self.socket_dir = os.path.abspath(socket_dir)
         self.socket_path = os.path.join(self.socket_dir, "kubelet.sock")
         self.max_receive_bytes = max_receive_bytes
@@ -192,7 +214,7 @@ class FakeKubelet(pb_grpc.RegistrationServicer):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def start(self) -> "FakeKubelet":
+    def start(self) -> FakeKubelet:
         os.makedirs(self.socket_dir, exist_ok=True)
         self._executor = futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="fake-kubelet")
         server = grpc.server(self._executor)
@@ -238,7 +260,7 @@ class FakeKubelet(pb_grpc.RegistrationServicer):
         self.clean_directory()
         self.start()
 
-    def __enter__(self) -> "FakeKubelet":
+    def __enter__(self) -> FakeKubelet:
         return self.start() if self._server is None else self
 
     def __exit__(self, *exc: object) -> None:
@@ -254,10 +276,16 @@ class FakeKubelet(pb_grpc.RegistrationServicer):
             error = f"invalid extended resource name {request.resource_name!r}"
         elif self.refuse is not None:
             error = self.refuse(request) or ""
-        reg = Registration(request.version, request.endpoint, request.resource_name,
-                           request.options.pre_start_required,
-                           request.options.get_preferred_allocation_available,
-                           time.monotonic(), accepted=not error, error=error)
+        reg = Registration(
+            request.version,
+            request.endpoint,
+            request.resource_name,
+            request.options.pre_start_required,
+            request.options.get_preferred_allocation_available,
+            time.monotonic(),
+            accepted=not error,
+            error=error,
+        )
         with self._cond:
             self._state.registrations.append(reg)
             self._cond.notify_all()
@@ -293,8 +321,9 @@ class FakeKubelet(pb_grpc.RegistrationServicer):
         with self._cond:
             return self._state.plugins.get(resource_name)
 
-    def wait_for_plugins(self, resource_names: Iterable[str], timeout: float,
-                         since: float = float("-inf")) -> dict[str, PluginClient]:
+    def wait_for_plugins(
+        self, resource_names: Iterable[str], timeout: float, since: float = float("-inf")
+    ) -> dict[str, PluginClient]:
         """Wait until each resource registered (after ``since``) and its first list arrived."""
         names = list(resource_names)
         deadline = time.monotonic() + timeout

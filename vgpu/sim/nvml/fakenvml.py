@@ -5,6 +5,7 @@ NVML library (shared/spec/README.md, testing conventions).  The library itself i
 C code in ``native/fakenvml/`` built by ``make fakenvml`` into
 ``build/fakenvml/libnvidia-ml.so.1``; ``VGPU_FAKE_NVML_LIBRARY`` overrides the path.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -49,8 +50,7 @@ def library_path(build: bool = True) -> pathlib.Path:
                 subprocess.run(["make", "-s", "-C", str(REPO_ROOT), "fakenvml"], check=True)
     if not DEFAULT_BUILD_PATH.exists():
         raise FileNotFoundError(
-            f"fake NVML library not found at {DEFAULT_BUILD_PATH}; run `make fakenvml` "
-            "or set VGPU_FAKE_NVML_LIBRARY"
+            f"fake NVML library not found at {DEFAULT_BUILD_PATH}; run `make fakenvml` or set VGPU_FAKE_NVML_LIBRARY"
         )
     return DEFAULT_BUILD_PATH
 
@@ -73,9 +73,17 @@ def write_json_atomic(path: pathlib.Path, data: Any) -> None:
 # (native/fakenvml/profiles.c PATTERNS; keep both in sync).
 MIG_MODEL_PATTERNS: tuple[str, ...] = (
     "H200",
-    "H100 80GB HBM3", "H100-SXM5-80GB", "H100 SXM5 80GB", "H100-80GB",
-    "A100-SXM4-80GB", "A100-80GB", "A100-PCIE-80GB", "A100 80GB",
-    "A100-SXM4-40GB", "A100-40GB", "A100-PCIE-40GB",
+    "H100 80GB HBM3",
+    "H100-SXM5-80GB",
+    "H100 SXM5 80GB",
+    "H100-80GB",
+    "A100-SXM4-80GB",
+    "A100-80GB",
+    "A100-PCIE-80GB",
+    "A100 80GB",
+    "A100-SXM4-40GB",
+    "A100-40GB",
+    "A100-PCIE-40GB",
     "A30",
 )
 
@@ -86,7 +94,7 @@ def has_mig_table(name: str) -> bool:
         at = name.find(pattern)
         if at < 0:
             continue
-        if pattern == "A30" and name[at + 3:at + 4].isdigit():  # "A3000" is not an A30
+        if pattern == "A30" and name[at + 3 : at + 4].isdigit():  # "A3000" is not an A30
             continue
         return True
     return False
@@ -141,7 +149,7 @@ class FakeNvml:
     config: dict[str, Any]
 
     @classmethod
-    def create(cls, directory: pathlib.Path, devices: list[dict[str, Any]], **top: Any) -> "FakeNvml":
+    def create(cls, directory: pathlib.Path, devices: list[dict[str, Any]], **top: Any) -> FakeNvml:
         directory = pathlib.Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         config = {"driver_version": "550.54.15", "cuda_driver_version": 12040, "devices": devices}

@@ -21,6 +21,7 @@ Where the spec leaves room, the emulator decides as follows (each is also named 
   an expired lock is replaced (the spec's rule; upstream's ``setNodeLock`` refuses any present key).
 * Not emulated: vGPU preemption (S-6), ``GPUExclusiveRules``, scheduler metrics.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -118,8 +119,9 @@ class SchedulerCore:
             return False, None
         return True, encode_requesting(local)
 
-    def node_event(self, name: str, annotations: Mapping[str, str], allocatable: Mapping[str, str],
-                   now: datetime) -> NodeDecision:
+    def node_event(
+        self, name: str, annotations: Mapping[str, str], allocatable: Mapping[str, str], now: datetime
+    ) -> NodeDecision:
         """``NewGPUDevices`` on a node add/update: rebuild this node's devices and ledger."""
         decision = self._decode_node(name, annotations, allocatable, now)
         if not decision.usable:
@@ -127,8 +129,9 @@ class SchedulerCore:
             self.node_reasons[name] = decision.reason
         return decision
 
-    def _decode_node(self, name: str, annotations: Mapping[str, str], allocatable: Mapping[str, str],
-                     now: datetime) -> NodeDecision:
+    def _decode_node(
+        self, name: str, annotations: Mapping[str, str], allocatable: Mapping[str, str], now: datetime
+    ) -> NodeDecision:
         sw = self.switches
         register = annotations.get(keys.REGISTER)
         if register is None:
@@ -140,8 +143,9 @@ class SchedulerCore:
             for res in MASTER_ALLOCATABLE:
                 v = quantity_as_int64(allocatable.get(res))
                 if v is None or v <= 0:
-                    return NodeDecision(False, f"{NOT_INITIALIZED}: allocatable {res} is "
-                                               f"{allocatable.get(res, 'absent')} (needs > 0)")
+                    return NodeDecision(
+                        False, f"{NOT_INITIALIZED}: allocatable {res} is {allocatable.get(res, 'absent')} (needs > 0)"
+                    )
         try:
             view = decode_register_as_volcano(register, min_fields=sw.min_register_fields)
         except ProtocolError as exc:
@@ -151,8 +155,11 @@ class SchedulerCore:
         ids = [d.id for d in view.devices]
         if ids != list(range(len(ids))):
             # Volcano walks indices 0..N-1 of a map keyed by segment position: a gap is a nil device.
-            return NodeDecision(False, f"{NOT_INITIALIZED}: device ids {ids} are not dense 0..{len(ids) - 1} "
-                                       "(Volcano would dereference a nil GPU)")
+            return NodeDecision(
+                False,
+                f"{NOT_INITIALIZED}: device ids {ids} are not dense 0..{len(ids) - 1} "
+                "(Volcano would dereference a nil GPU)",
+            )
         write = None
         if sw.handshake:
             usable, write = self.handshake_decision(annotations[keys.HANDSHAKE], now)
@@ -166,13 +173,25 @@ class SchedulerCore:
             if sw.mig and d.mode == keys.MODE_MIG:
                 entry = next((e for e in self.config.known_mig_geometries if any(m in d.type for m in e.models)), None)
                 if entry is None:
-                    self.problems.append(f"node {name} GPU {d.id}: mig type not found: extract mig geometry "
-                                         "error and fall back to hamicore mode")
+                    self.problems.append(
+                        f"node {name} GPU {d.id}: mig type not found: extract mig geometry "
+                        "error and fall back to hamicore mode"
+                    )
                 else:
                     mode, template = keys.MODE_MIG, entry.groups
             node_mode = mode
-            gpus.append(GpuState(id=d.id, uuid=d.uuid, number=d.number, memory=d.memory, type=d.type,
-                                 health=d.health, mode=mode, mig_template=template))
+            gpus.append(
+                GpuState(
+                    id=d.id,
+                    uuid=d.uuid,
+                    number=d.number,
+                    memory=d.memory,
+                    type=d.type,
+                    health=d.health,
+                    mode=mode,
+                    mig_template=template,
+                )
+            )
         state = NodeState(name, node_mode, gpus)
         self.nodes[name] = state
         self.node_reasons.pop(name, None)
@@ -205,8 +224,9 @@ class SchedulerCore:
         substring of its id; MIG ids charge the instance memory. Idempotent per pod UID."""
         if pod.uid in node.accounted or keys.VGPU_IDS_NEW not in pod.annotations:
             return
-        segments, problems = decode_pod_devices_as_volcano(pod.annotations[keys.VGPU_IDS_NEW],
-                                                           strict_devices=self.switches.strict_pod_devices)
+        segments, problems = decode_pod_devices_as_volcano(
+            pod.annotations[keys.VGPU_IDS_NEW], strict_devices=self.switches.strict_pod_devices
+        )
         self.problems.extend(f"pod {pod.key}: {p}" for p in problems)
         charges = []
         factor = mig_factor(self.config)
@@ -222,8 +242,9 @@ class SchedulerCore:
                         continue
                     mem = self._mig_slot_add(gpu, slot.group, slot.position)
                     if mem is None:
-                        self.problems.append(f"pod {pod.key}: MIG position {slot.position} is outside "
-                                             f"{slot.group} on {gpu.uuid}")
+                        self.problems.append(
+                            f"pod {pod.key}: MIG position {slot.position} is outside {slot.group} on {gpu.uuid}"
+                        )
                         continue
                     ch = Charge(gpu.id, mem // factor, dev.usedcores, slot.group, slot.position)
                 else:
@@ -332,8 +353,9 @@ class SchedulerCore:
         node = self.nodes.get(pod.node_name)
         if not self.switches.queue_scalars or node is None or keys.VGPU_IDS_NEW not in pod.annotations:
             return {}
-        segments, _ = decode_pod_devices_as_volcano(pod.annotations[keys.VGPU_IDS_NEW],
-                                                    strict_devices=self.switches.strict_pod_devices)
+        segments, _ = decode_pod_devices_as_volcano(
+            pod.annotations[keys.VGPU_IDS_NEW], strict_devices=self.switches.strict_pod_devices
+        )
         mem_name, core_name = self.config.memory_name, self.config.cores_name
         out = {mem_name: 0.0, core_name: 0.0}
         for seg in segments:

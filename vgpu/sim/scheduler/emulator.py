@@ -17,6 +17,7 @@ heartbeat / informer resync). Time comes from ``clock`` (Unix seconds), so tests
 of simulated time; the only real waits are the lock retry interval and the loop period, both
 interruptible by :meth:`stop`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client, watch
@@ -110,10 +111,17 @@ class VolcanoSchedulerEmulator:
     scheduler_name`` and no node are scheduled, oldest first.
     """
 
-    def __init__(self, api: client.CoreV1Api, config: SchedulerConfig | None = None, *,
-                 scheduler_name: str = "volcano", clock: Callable[[], float] = time.time,
-                 lock_retries: int = 5, lock_retry_interval: float = 0.1,
-                 watch_timeout: float = 2.0):
+    def __init__(
+        self,
+        api: client.CoreV1Api,
+        config: SchedulerConfig | None = None,
+        *,
+        scheduler_name: str = "volcano",
+        clock: Callable[[], float] = time.time,
+        lock_retries: int = 5,
+        lock_retry_interval: float = 0.1,
+        watch_timeout: float = 2.0,
+    ):
         self.api = api
         self.config = config or SchedulerConfig()
         self.switches = self.config.switches
@@ -142,7 +150,7 @@ class VolcanoSchedulerEmulator:
             return replace(self._counters)
 
     def now(self) -> datetime:
-        return datetime.fromtimestamp(self.clock(), tz=timezone.utc)
+        return datetime.fromtimestamp(self.clock(), tz=UTC)
 
     def sync_nodes(self) -> int:
         """List nodes; run a node event for each new or changed one. Returns the number of events."""
@@ -207,8 +215,7 @@ class VolcanoSchedulerEmulator:
     def start(self, interval: float = 0.1, watch_nodes: bool = True) -> None:
         """Run in a background thread (see :meth:`stop`)."""
         self._stop.clear()
-        t = threading.Thread(target=self.run, args=(self._stop, interval, watch_nodes), name="sched-loop",
-                             daemon=True)
+        t = threading.Thread(target=self.run, args=(self._stop, interval, watch_nodes), name="sched-loop", daemon=True)
         t.start()
         self._threads.append(t)
 
@@ -295,9 +302,12 @@ class VolcanoSchedulerEmulator:
                         for n in listed.items:
                             self._on_node(n)
                     rv = listed.metadata.resource_version
-                for ev in w.stream(self.api.list_node, resource_version=rv,
-                                   timeout_seconds=max(1, int(self.watch_timeout)),
-                                   _request_timeout=self.watch_timeout + 1):
+                for ev in w.stream(
+                    self.api.list_node,
+                    resource_version=rv,
+                    timeout_seconds=max(1, int(self.watch_timeout)),
+                    _request_timeout=self.watch_timeout + 1,
+                ):
                     obj = ev["object"]
                     if ev["type"] == "ERROR" or not hasattr(obj, "metadata"):
                         rv = None
@@ -319,8 +329,12 @@ class VolcanoSchedulerEmulator:
     # ---- pods -----------------------------------------------------------------------------
 
     def _is_pending(self, pod: PodView) -> bool:
-        return (pod.scheduler_name == self.scheduler_name and not pod.node_name and not pod.deleting
-                and pod.phase == "Pending")
+        return (
+            pod.scheduler_name == self.scheduler_name
+            and not pod.node_name
+            and not pod.deleting
+            and pod.phase == "Pending"
+        )
 
     def _schedule(self, pod: PodView, candidates: list[str]) -> ScheduleOutcome:
         chosen = self.core.filter_and_score(pod, candidates)
@@ -359,8 +373,9 @@ class VolcanoSchedulerEmulator:
             self._bind(pod, plan.node, plan.annotations or None)
             return
         if plan.annotations:
-            self.api.patch_namespaced_pod(pod.name, pod.namespace, annotations_patch(plan.annotations),
-                                          _content_type=STRATEGIC_MERGE)
+            self.api.patch_namespaced_pod(
+                pod.name, pod.namespace, annotations_patch(plan.annotations), _content_type=STRATEGIC_MERGE
+            )
             self._counters.pod_patches += 1
         self._bind(pod, plan.node, None)
 

@@ -3,6 +3,7 @@
 Pure functions over :mod:`vgpu.sim.scheduler.model` states. ``fit_pod`` mutates the node it is
 given (as Volcano's does): Filter passes a snapshot, Allocate passes the live ledger.
 """
+
 from __future__ import annotations
 
 import json
@@ -200,8 +201,10 @@ def podgroup_conflict(gpu: GpuState, pod: PodView) -> bool:
     pg = pod.podgroup_key
     if not pg:
         return False
-    return any(uid != pod.uid and u.podgroup_key == pg and (u.used_mem > 0 or u.used_core > 0)
-               for uid, u in gpu.pod_map.items())
+    return any(
+        uid != pod.uid and u.podgroup_key == pg and (u.used_mem > 0 or u.used_core > 0)
+        for uid, u in gpu.pod_map.items()
+    )
 
 
 @dataclass
@@ -215,8 +218,7 @@ class FitResult:
     has_request: bool = True
 
 
-def fit_pod(pod: PodView, node: NodeState, cfg: SchedulerConfig, *, order_policy: str,
-            score_policy: str) -> FitResult:
+def fit_pod(pod: PodView, node: NodeState, cfg: SchedulerConfig, *, order_policy: str, score_policy: str) -> FitResult:
     """``checkNodeGPUSharingPredicateAndScore`` on ``node`` (mutated: pass a snapshot for Filter)."""
     sw = cfg.switches
     reqs = pod_requests(pod, cfg)
@@ -224,15 +226,20 @@ def fit_pod(pod: PodView, node: NodeState, cfg: SchedulerConfig, *, order_policy
         return FitResult(True, has_request=False)
     ann = pod.annotations
     if sw.mig and keys.VGPU_MODE in ann and ann[keys.VGPU_MODE] != node.mode:
-        return FitResult(False, error=f"pod required sharing mode {ann[keys.VGPU_MODE]} is not the same "
-                                      f"as the node mode {node.mode}")
+        return FitResult(
+            False, error=f"pod required sharing mode {ann[keys.VGPU_MODE]} is not the same as the node mode {node.mode}"
+        )
     allow = deny = None
     if sw.uuid_filter:
         allow, deny = uuid_filter(ann)
         if (allow is not None or deny is not None) and not any(uuid_passes(g.uuid, allow, deny) for g in node.gpus):
-            return FitResult(False, error=(
-                f"no GPU matches UUID constraints {keys.USE_GPUUUID}={json.dumps(ann.get(keys.USE_GPUUUID, ''))}, "
-                f"{keys.NOUSE_GPUUUID}={json.dumps(ann.get(keys.NOUSE_GPUUUID, ''))} on node {node.name}"))
+            return FitResult(
+                False,
+                error=(
+                    f"no GPU matches UUID constraints {keys.USE_GPUUUID}={json.dumps(ann.get(keys.USE_GPUUUID, ''))}, "
+                    f"{keys.NOUSE_GPUUUID}={json.dumps(ann.get(keys.NOUSE_GPUUUID, ''))} on node {node.name}"
+                ),
+            )
     score = 0.0
     containers: list[tuple[ContainerDevice, ...]] = []
     all_charges: list[Charge] = []
@@ -242,7 +249,7 @@ def fit_pod(pod: PodView, node: NodeState, cfg: SchedulerConfig, *, order_policy
         nums = req.nums
         devs: list[ContainerDevice] = []
         charges: list[Charge] = []
-        for gpu in (visit_order(node.gpus, order_policy) if nums > 0 else ()):
+        for gpu in visit_order(node.gpus, order_policy) if nums > 0 else ():
             if sw.uuid_filter and not uuid_passes(gpu.uuid, allow, deny):
                 continue
             if gpu.number <= gpu.used_num:
@@ -289,8 +296,7 @@ def fit_pod(pod: PodView, node: NodeState, cfg: SchedulerConfig, *, order_policy
                     g.used_mem -= ch.mem
                     g.used_core -= ch.cores
                 charges = []
-            return FitResult(False, error="not enough gpu fitted on this node",
-                             charges=tuple(all_charges + charges))
+            return FitResult(False, error="not enough gpu fitted on this node", charges=tuple(all_charges + charges))
         all_charges.extend(charges)
         containers.append(tuple(devs))
     return FitResult(True, tuple(containers), score, charges=tuple(all_charges))

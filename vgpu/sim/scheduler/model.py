@@ -1,11 +1,12 @@
 """Data the scheduler emulator works on: its configuration, a neutral pod view, and the per-GPU
 ledger (``GPUDevice`` / ``GPUDevices`` in Volcano). Pure data, no I/O."""
+
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
@@ -42,7 +43,7 @@ class SchedulerConfig:
     """``None`` means "the ConfigMap is absent": the version decides (default name ≤ v1.12, empty
     from v1.13). An explicit value (``""`` included) is what the ConfigMap says."""
     gpu_memory_factor: int = 1
-    tz: tzinfo = timezone.utc
+    tz: tzinfo = UTC
     """The scheduler's local zone: its handshake stamps and lock values use local wall time."""
 
     def __post_init__(self) -> None:
@@ -115,14 +116,16 @@ class PodView:
         ctrs = []
         for c in (spec.containers or []) if spec else []:
             res = c.resources
-            ctrs.append(ContainerView(
-                c.name,
-                {k: str(v) for k, v in ((res.limits or {}) if res else {}).items()},
-                {k: str(v) for k, v in ((res.requests or {}) if res else {}).items()},
-            ))
+            ctrs.append(
+                ContainerView(
+                    c.name,
+                    {k: str(v) for k, v in ((res.limits or {}) if res else {}).items()},
+                    {k: str(v) for k, v in ((res.requests or {}) if res else {}).items()},
+                )
+            )
         created = md.creation_timestamp
         if isinstance(created, datetime):
-            created = created.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            created = created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return cls(
             namespace=md.namespace or "default",
             name=md.name or "",

@@ -3,6 +3,7 @@
 Every version-dependent branch of the emulator reads one named switch from here, so the table in
 the spec and the code can be compared line by line.
 """
+
 from __future__ import annotations
 
 import re
