@@ -1,4 +1,4 @@
-"""Allocate latency with 5,000 pods in the cluster (100 on this node), decision 6.
+"""Allocate latency with 5,000 pods in the cluster (100 on this node), docs/decisions.md decision 6.
 
 Ours: the real ``VolcanoAllocator`` reading candidates from the watch-backed cache of this node's
 pods (``fieldSelector=spec.nodeName``).  Baseline, same run: the same allocator whose pod source

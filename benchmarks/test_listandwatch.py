@@ -13,8 +13,9 @@ vgpu-memory is the big list: 8 × 35,942 = 287,536 devices.  Two costs matter:
 Both results are checked byte-for-byte against protobuf before timing.
 
 Note: at factor 4 this list (5.66 MB healthy) is over the kubelet's 4 MiB limit — the
-plugin's startup size check refuses it and names factor 6 (kubelet-device-plugin-api.md
-§7.2).  The benchmark uses factor 4 because the issue asks for it; it measures encoding.
+plugin's startup size check refuses it and names factor 6
+(docs/kubelet-api.md §7.2).  The benchmark uses factor 4 because the issue asks for it; it
+measures encoding.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # Install HAMi-core (libvgpu.so) and ld.so.preload into $HOOK_PATH on the host.
 #
 # Run by the DaemonSet's postStart hook in the plugin container, where $HOOK_PATH is a
-# hostPath mounted at the same path (hami-core.md §1, config.md §6).
+# hostPath mounted at the same path (docs/hami-core.md §1, docs/configuration.md §6).
 #
 #   install.sh [SOURCE_DIR [HOOK_PATH]]
 #

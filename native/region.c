@@ -190,7 +190,7 @@ static const layout_desc_t *stat_layout(int fd, uint64_t *file_size, vgpu_region
     return L;
 }
 
-/* Magic, then (v1.x/interim) the major version.  Checked in the spec's order: size, magic, version. */
+/* Magic, then (v1.x/interim) the major version.  Checked in the order of docs/hami-core.md §4.2: size, magic, version. */
 static int check_header(const layout_desc_t *L, const unsigned char *hdr, uint32_t *major, uint32_t *minor,
                         vgpu_region_error_t *err) {
     int32_t magic = rd_i32(hdr);

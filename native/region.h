@@ -1,11 +1,11 @@
 /*
  * HAMi-core shared-region files: the four on-disk layouts and a pread-only reader.
  *
- * The layouts mirror shared/spec/hami-core.md §4 (x86-64 Linux, glibc): `sem_t` is
+ * The layouts mirror docs/hami-core.md §4 (x86-64 Linux, glibc): `sem_t` is
  * 32 bytes, 8-byte aligned, and `size_t` is 8 bytes.  `sem_t` is spelled as an opaque
  * 32-byte block so the offsets do not depend on the platform's <semaphore.h>.  The
- * _Static_asserts below pin every offset of the spec tables; tests also compile a small
- * program against this header and compare its offsetof/sizeof output with the spec.
+ * _Static_asserts below pin every offset of the tables in docs/hami-core.md §4.3–§4.5; tests also compile a small
+ * program against this header and compare its offsetof/sizeof output with those tables.
  *
  * The files are written by workload containers, so every byte is untrusted.  The reader
  * never maps the file (a container may truncate it; a mapped read past EOF is SIGBUS),

@@ -32,7 +32,7 @@ def fake_nvml(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
 def missing_program(reason: str) -> NoReturn:
     """Skip a test whose external program is absent; under CI (where .ci/run installs it) fail instead.
 
-    The spec's testing conventions: a skip is acceptable only on a machine that cannot install the
+    The testing conventions (docs/testing.md §2): a skip is acceptable only on a machine that cannot install the
     program; in CI a missing program is a set-up failure, never a silent skip.
     """
     if os.environ.get("CI"):

@@ -4,12 +4,12 @@ This is the daemons' one I/O edge for configuration (``vgpu.config`` itself does
 `vgpu plugin` (at startup and on SIGHUP) and `vgpu monitor` call it; it imports neither daemon.
 
 - A path that is None, empty or does not exist (also a dangling symlink, as a ConfigMap volume
-  without the key leaves it) → built-in defaults (decision 2; logged at INFO, not a warning):
+  without the key leaves it) → built-in defaults (docs/decisions.md decision 2; logged at INFO, not a warning):
   the three default resource names, split count 10, factor 1, core scaling 1 and the upstream
-  shipped `knownMigGeometries` (mig.md §2.1).  A missing `config.json` → no per-node overrides,
+  shipped `knownMigGeometries` (docs/mig.md §2.1).  A missing `config.json` → no per-node overrides,
   mode ``hami-core``.
 - A file that exists but cannot be read or is invalid → `ConfigError`, whose message is
-  ``vgpu: invalid configuration in <path>: <key path>: <reason> (got <value>)`` (config.md §2.3).
+  ``vgpu: invalid configuration in <path>: <key path>: <reason> (got <value>)`` (docs/configuration.md §2.3).
   The CLI turns `ConfigError` into exit status 2; runtime errors exit with status 1.
 - Warnings (unknown keys, non-default resource names, ignored settings, …) are returned in
   ``EffectiveConfig.warnings`` and logged by `load_config` on the ``vgpu.config`` logger with

@@ -1,6 +1,6 @@
 /*
  * config.h - the FAKE_NVML_CONFIG file (schema: native/fakenvml/README.md,
- * shared/spec/fakenvml.md).  Parsing is strict: an unknown key, a wrong type or
+ * docs/testing.md §3.1).  Parsing is strict: an unknown key, a wrong type or
  * an out-of-range value is an error naming the JSON path.
  */
 #ifndef FAKENVML_CONFIG_H

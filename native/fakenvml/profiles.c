@@ -1,5 +1,5 @@
-/* profiles.c - MIG profile tables.  Values: shared/spec/mig.md section 3.
- * Memory sizes are NVML's memorySizeMB (nominal for A30 and H200, as the spec
+/* profiles.c - MIG profile tables.  Values: docs/mig.md §3.
+ * Memory sizes are NVML's memorySizeMB (nominal for A30 and H200, as docs/mig.md §3
  * marks them); SM and engine counts are nominal and only need to be plausible. */
 #include "profiles.h"
 

@@ -1,5 +1,5 @@
 /*
- * profiles.h - built-in MIG profile tables (shared/spec/mig.md section 3).
+ * profiles.h - built-in MIG profile tables (docs/mig.md §3).
  *
  * GPU instance (GI) profiles are per model; compute instance (CI) profiles are
  * derived from the GI's slice count (CI profile id == CI profile constant).

@@ -1,7 +1,7 @@
-"""API server faults: down, 500s, slow answers, dropped watches, 409 conflicts (volcano-protocol.md §5.2, §7).
+"""API server faults: down, 500s, slow answers, dropped watches, 409 conflicts (docs/protocol.md §5.2, §7).
 
 The outage window is 10 s, not the issue's 60 s: the plugin's behaviour during an outage is
-time-independent after its first retries (backoff capped at 10 s, spec §5.2), so 10 s exercises
+time-independent after its first retries (backoff capped at 10 s, docs/protocol.md §5.2), so 10 s exercises
 the same code path while keeping ``make test`` short; recovery is measured from the server's
 return.
 """
@@ -21,7 +21,7 @@ from .invariants import (
 from .results import Stopwatch, poll, record
 
 OUTAGE_S = 10.0
-ALLOCATE_BOUND_S = 12.0  # spec §6: an Allocate must not block for more than about 10 s
+ALLOCATE_BOUND_S = 12.0  # docs/kubelet-api.md §6: an Allocate must not block for more than about 10 s
 
 
 def _register(cluster) -> str | None:
@@ -153,7 +153,7 @@ def test_api_server_drops_watches(cluster):
     for i in range(3):
         cluster.api.drop_watches(abrupt=bool(i % 2))
         sw = Stopwatch()
-        # A pod created right after the drop is found (re-watch or the one-LIST resync of §5.2).
+        # A pod created right after the drop is found (re-watch or the one-LIST resync of docs/protocol.md §5.2).
         res = schedule_and_admit(cluster, f"w{i}")
         assert_own_allocation(cluster, f"w{i}", res)
         worst = max(worst, sw.elapsed)

@@ -50,7 +50,8 @@ def test_corrupt_device_config_at_start_exits_2(tmp_path: pathlib.Path, apiserve
     record(
         "config-corrupt-start",
         "corrupt device config at start",
-        f"clean exit 2 after {exit_s:.2f} s naming the file (documented, config.md §2.3); nothing advertised",
+        f"clean exit 2 after {exit_s:.2f} s naming the file (documented, docs/configuration.md §2.3); "
+        "nothing advertised",
         None,
         None,
         40,

@@ -1,4 +1,4 @@
-"""Kubelet restarts during ListAndWatch and during an Allocate (kubelet-device-plugin-api.md §5, K-3)."""
+"""Kubelet restarts during ListAndWatch and during an Allocate (docs/kubelet-api.md §5, K-3)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .invariants import (
 from .results import Stopwatch, record
 
 NAMES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
-REREGISTER_BOUND_S = 2.0  # spec target: re-registered within 2 s of the new kubelet.sock
+REREGISTER_BOUND_S = 2.0  # docs/kubelet-api.md §5 target: re-registered within 2 s of the new kubelet.sock
 
 
 def _reregistered(cluster, since: float, timeout: float) -> float:

@@ -1,4 +1,4 @@
-"""NVML faults: nvmlInit failing at start, a GPU lost (XID 79), NVML calls that hang (health.md §6, §4)."""
+"""NVML faults: nvmlInit failing at start, a GPU lost (XID 79), NVML calls that hang (docs/health.md §6, §4)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ OBSERVE_HANG_S = 3 * NVML_BOUND_S
 
 
 def test_nvml_init_fails_at_start_exits_1_then_recovers(tmp_path: pathlib.Path, apiserver):
-    """Documented behaviour (health.md §6): exit non-zero naming the NVML error; the DaemonSet restarts it."""
+    """Documented behaviour (docs/health.md §6): exit non-zero naming the NVML error; the DaemonSet restarts it."""
     nvml = fakenvml.FakeNvml.create(tmp_path / "nvml", [fakenvml.device(0)])
     nvml.inject_error("nvmlInit", NVML_ERROR_DRIVER_NOT_LOADED)
     sock = tempfile.mkdtemp(prefix="vgpu-rel-", dir="/tmp")

@@ -1,4 +1,4 @@
-"""`vgpu demo`: options (config.md §5.3), signals and exit status.  The flow is :mod:`vgpu.sim.demo.flow`.
+"""`vgpu demo`: options (docs/configuration.md §5.3), signals and exit status.  The flow is :mod:`vgpu.sim.demo.flow`.
 
 Imported only for `vgpu demo`, so it may import the simulators (`vgpu.sim`) at the top.
 

@@ -1,4 +1,4 @@
-"""`vgpu monitor`: flags and environment variables (monitor-metrics.md §7, config.md §5.2).
+"""`vgpu monitor`: flags and environment variables (docs/metrics.md §7, docs/configuration.md §5.2).
 
 Flag > env var (non-empty) > default; the defaults are `MonitorOptions`' field defaults.
 ``--device-config`` supplies the MIG geometries (for ``hami_mig_device_info``) and the vGPU

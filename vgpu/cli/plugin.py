@@ -1,4 +1,4 @@
-"""`vgpu plugin`: flags and environment variables (config.md §5.1), flag > env > default.
+"""`vgpu plugin`: flags and environment variables (docs/configuration.md §5.1), flag > env > default.
 
 Only the settings this build uses are offered.  ``--kubeconfig``, ``--handshake`` and
 ``--hook-path`` drive node registration and Allocate (vgpu/plugin/volcano.py).  The defaults

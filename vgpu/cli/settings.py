@@ -2,7 +2,7 @@
 
 One table names each setting's flag, environment variable and help text, so the two daemons
 (and the DaemonSet that sets their env) cannot drift apart on a shared setting such as
-``HOOK_PATH``, whose plugin and monitor values must be the same directory (decision 5).
+``HOOK_PATH``, whose plugin and monitor values must be the same directory (docs/decisions.md decision 5).
 Defaults are written once, as the field defaults of the daemon's options dataclass
 (``PluginOptions``, ``MonitorOptions``); `defaults_from` copies them into the table, where the
 help texts show them and `resolve_settings` falls back to them.  A value both daemons share
@@ -20,7 +20,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Setting:
-    """A ``--flag`` mirrored by an environment variable (config.md §5)."""
+    """A ``--flag`` mirrored by an environment variable (docs/configuration.md §5)."""
 
     dest: str
     env: str

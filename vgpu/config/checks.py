@@ -1,7 +1,7 @@
 """Validation primitives shared by the `device-config.yaml` and `config.json` validators.
 
 Pure functions over already-parsed data.  A `Checker` carries the file name (for the
-config.md §2.3 error format) and collects warnings; the first violation raises `ConfigError`.
+docs/configuration.md §2.3 error format) and collects warnings; the first violation raises `ConfigError`.
 
 Python quirk handled here once: ``bool`` is a subclass of ``int``, so ``true`` must never pass an
 integer or number check (``deviceSplitCount: true`` is an error, not 1).
@@ -19,7 +19,7 @@ from vgpu.config.model import ConfigError
 
 _MISSING = object()
 
-# Kubernetes extended resource names (config.md §2.2): `<domain>/<name>`; the kubelet checks the
+# Kubernetes extended resource names (docs/configuration.md §2.2): `<domain>/<name>`; the kubelet checks the
 # qualified name "requests.<domain>/<name>", so the domain is a lowercase DNS subdomain.
 _RESOURCE_SHORT_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -134,7 +134,7 @@ class Checker:
 
     # -- keys -------------------------------------------------------------------------------
     def unknown_key(self, key: str, name: object, known: Iterable[str], *, note: str = "") -> None:
-        """Warn about a key we do not use; suggest the closest known one (config.md §2.1)."""
+        """Warn about a key we do not use; suggest the closest known one (docs/configuration.md §2.1)."""
         suggestion = closest_key(str(name), known)
         message = f'unknown key "{name}", ignored'
         if suggestion is not None:

@@ -1,9 +1,9 @@
-"""Validation of parsed `device-config.yaml` data into a `DeviceConfig` (config.md §2, mig.md §2).
+"""Validation of parsed `device-config.yaml` data into a `DeviceConfig` (docs/configuration.md §2, docs/mig.md §2).
 
 Pure: takes the data PyYAML produced plus the file name for messages, returns the config and
 the warnings, or raises `ConfigError` for the first violation (in file order).
 
-Choices where the spec is silent (documented for operators):
+Choices where the format is silent (docs/configuration.md §7):
 - Keys are case-sensitive, as in the scheduler; a key that differs only in case is an unknown
   key (warning with the correct spelling) and is NOT applied.
 - A key present with an empty value (``deviceSplitCount:``) is treated as omitted: the built-in
@@ -44,7 +44,7 @@ _TEMPLATE_KEYS = ("name", "memory", "count")
 
 
 def default_device_config() -> DeviceConfig:
-    """Built-in defaults (decision 2), including the upstream shipped MIG geometries."""
+    """Built-in defaults (docs/decisions.md decision 2), including the upstream shipped MIG geometries."""
     return DeviceConfig(known_mig_geometries=DEFAULT_KNOWN_MIG_GEOMETRIES)
 
 
@@ -94,7 +94,7 @@ def _known_mig_geometries(c: Checker, key: str, value: object) -> tuple[MigGeome
 
 
 def parse_mig_entry(c: Checker, key: str, value: object) -> MigGeometryEntry:
-    """One `knownMigGeometries` entry (mig.md §2)."""
+    """One `knownMigGeometries` entry (docs/mig.md §2)."""
     data = c.mapping(key, value)
     _warn_unknown(c, key, data, _ENTRY_KEYS)
     models_key = child(key, "models")
@@ -165,7 +165,7 @@ def _warn_unknown(c: Checker, key: str, data: dict[Any, Any], known: tuple[str, 
 
 _Parser = Callable[[Checker, str, object], object]
 
-# YAML key -> (DeviceConfig field, parser).  Order = the table in config.md §2.1.
+# YAML key -> (DeviceConfig field, parser).  Order = the table in docs/configuration.md §2.1.
 _KEYS: dict[str, tuple[str, _Parser]] = {
     "resourceCountName": ("resource_count_name", _resource_name),
     "resourceMemoryName": ("resource_memory_name", _resource_name),
@@ -190,7 +190,7 @@ _KEYS: dict[str, tuple[str, _Parser]] = {
 
 KNOWN_KEYS: tuple[str, ...] = tuple(_KEYS)
 
-# Extra advice for unknown keys that people copy from other docs (known-failures.md C-3).
+# Extra advice for unknown keys that people copy from other docs (docs/failures.md C-3).
 _UNKNOWN_KEY_NOTES = {
     "disablecorelimit": "disableCoreLimit has no effect; use gpuCorePolicy to change core limiting",
     "migstrategy": "static MIG strategies are not supported; dynamic MIG is chosen per node with "

@@ -1,9 +1,9 @@
-"""`device-config.yaml` and `config.json` text into an `EffectiveConfig` (config.md §1–§4); no I/O.
+"""`device-config.yaml` and `config.json` text into an `EffectiveConfig` (docs/configuration.md §1–§4); no I/O.
 
 The files are read by :mod:`vgpu.configfiles` (the daemons' I/O edge, at startup and on SIGHUP,
 which also decides what a missing file means), and their text and name come here: the name is
 only used in messages.  An invalid text raises `ConfigError`, whose message is
-``vgpu: invalid configuration in <path>: <key path>: <reason> (got <value>)`` (config.md §2.3).
+``vgpu: invalid configuration in <path>: <key path>: <reason> (got <value>)`` (docs/configuration.md §2.3).
 Warnings (unknown keys, non-default resource names, ignored settings, …) are returned;
 `log_warnings` logs them on the ``vgpu.config`` logger with ``extra={"config_warning": True}``.
 """
@@ -37,7 +37,7 @@ def parse_node_config(text: str, source: str, node_name: str) -> tuple[NodeConfi
 
 
 def effective_config(device: DeviceConfig, node: NodeConfig, warnings: Iterable[str] = ()) -> EffectiveConfig:
-    """Combine (config.md §4) and add the warnings that need both files; pure."""
+    """Combine (docs/configuration.md §4) and add the warnings that need both files; pure."""
     combined = EffectiveConfig(device=device, node=node)
     collected = list(warnings)
     if node.operating_mode == MODE_MIG:

@@ -1,9 +1,9 @@
-"""The upstream shipped `knownMigGeometries` list (mig.md §2.1).
+"""The upstream shipped `knownMigGeometries` list (docs/mig.md §2.1).
 
 It is the built-in default when `device-config.yaml` is absent or omits the key, so that the
 plugin and a Volcano scheduler running with the shipped ConfigMap agree on every group and
 position without any configuration.  The A30 and A100-40GB memory values are upstream's (larger
-than NVML's real instance sizes); the MIG startup check warns about them (mig.md §5.1).
+than NVML's real instance sizes); the MIG startup check warns about them (docs/mig.md §5.1).
 """
 
 from __future__ import annotations

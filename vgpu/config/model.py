@@ -1,4 +1,4 @@
-"""Dataclasses for the effective configuration (shared/spec/config.md).
+"""Dataclasses for the effective configuration (docs/configuration.md).
 
 These types are the contract between the parsers (`vgpu.config.loader`, fed by
 `vgpu.configfiles`) and every consumer (plugin, monitor, MIG).  They are immutable so one loaded config can be
@@ -20,7 +20,7 @@ MODE_MIG = "mig"
 
 
 class ConfigError(Exception):
-    """Invalid configuration; the message follows config.md §2.3.
+    """Invalid configuration; the message follows docs/configuration.md §2.3.
 
     ``vgpu: invalid configuration in <path>: <key path>: <reason> (got <value>)``
     """
@@ -85,7 +85,7 @@ class MigGeometryEntry:
 
 @dataclass(frozen=True)
 class DeviceConfig:
-    """Values of `device-config.yaml` under `nvidia:`; defaults per decision 2."""
+    """Values of `device-config.yaml` under `nvidia:`; defaults per docs/decisions.md decision 2."""
 
     resource_count_name: str = DEFAULT_COUNT_NAME
     resource_memory_name: str = DEFAULT_MEMORY_NAME
@@ -101,7 +101,7 @@ class DeviceConfig:
     device_core_scaling: float = 1.0
     disable_core_limit: bool = False
     gpu_memory_factor: int = 1
-    # Empty tuple here; the loader fills in the upstream shipped list (mig.md §2.1).
+    # Empty tuple here; the loader fills in the upstream shipped list (docs/mig.md §2.1).
     known_mig_geometries: tuple[MigGeometryEntry, ...] = ()
     pass_device_specs: bool = False
     gpu_core_policy: str = "default"
@@ -141,7 +141,7 @@ class NodeConfig:
 
 @dataclass(frozen=True)
 class EffectiveConfig:
-    """Defaults → device-config.yaml → matching config.json entry (config.md §4)."""
+    """Defaults → device-config.yaml → matching config.json entry (docs/configuration.md §4)."""
 
     device: DeviceConfig
     node: NodeConfig

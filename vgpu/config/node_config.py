@@ -1,9 +1,9 @@
-"""Validation of parsed per-node `config.json` data into a `NodeConfig` (config.md §3).
+"""Validation of parsed per-node `config.json` data into a `NodeConfig` (docs/configuration.md §3).
 
 Pure: takes the data `json` produced, the file name and this node's name; returns the entry for
 this node (or an empty `NodeConfig` when none matches) and the warnings, or raises `ConfigError`.
 
-Rules, including choices where the spec is silent:
+Rules, including choices where the format is silent (docs/configuration.md §7):
 - Every entry is type-checked (JSON types); only the entry whose ``name`` equals the node name
   exactly gets range checks and produces warnings about ignored keys.  Duplicate non-empty names
   are an error; entries without a name match no node (warning).
@@ -14,7 +14,7 @@ Rules, including choices where the spec is silent:
   value also means no override, with a warning).  An override must still give at least one
   vgpu-cores ID per GPU.
 - ``libcudaloglevel`` accepts a numeric string like the device config does.
-- ``gpumemoryfactor`` (global only, see kubelet-device-plugin-api.md §7.3), HAMi-only keys,
+- ``gpumemoryfactor`` (global only, see docs/kubelet-api.md §7.3), HAMi-only keys,
   ``devicememoryscaling`` ≠ 1 and a ``migstrategy`` other than none produce warnings.
 """
 

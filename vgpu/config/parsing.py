@@ -1,4 +1,4 @@
-"""Text → plain data for both config files, with syntax errors in the config.md §2.3 format.
+"""Text → plain data for both config files, with syntax errors in the docs/configuration.md §2.3 format.
 
 YAML is read with PyYAML's safe loader, i.e. YAML 1.1 scalars as the Go `yaml.v2` based readers
 of the scheduler and upstream plugin see them (``yes``/``on`` are booleans there too), plus one

@@ -1,6 +1,6 @@
 """The container contract for a hami-core allocation: env vars and mounts, built in ONE place.
 
-Allocate (volcano-protocol.md §5.3) converts the result to protobuf; the monitor, the demo
+Allocate (docs/protocol.md §5.3) converts the result to protobuf; the monitor, the demo
 and tests reuse it.  Inputs are plain data, so this module does no I/O: Allocate calls it through
 :func:`vgpu.hamicore.host.prepare_container`, which also checks the HAMi-core files and creates
 the host directory before answering.
@@ -78,7 +78,9 @@ def build_container_contract(
     cache_uuid: str | None = None,
     vgpulock_dir: str = paths.VGPULOCK_DIR,
 ) -> ContainerContract:
-    """Env and mounts for one container's hami-core allocation (§5.3, decisions 5 and 7).
+    """Env and mounts for one container's hami-core allocation.
+
+    docs/protocol.md §5.3; docs/decisions.md decisions 5 and 7.
 
     ``devices`` must already be in in-container NVML order: index ``i`` of the limit variables
     is the position in this sequence.  ``cuda_disable_control`` is the container's own

@@ -1,4 +1,4 @@
-"""The host side of one container's hami-core Allocate (hami-core.md §2, volcano-protocol.md §5.3).
+"""The host side of one container's hami-core Allocate (docs/hami-core.md §2, docs/protocol.md §5.3).
 
 :func:`prepare_container` is the one call Allocate makes: it checks the mounted HAMi-core files,
 builds the env and mounts (:func:`vgpu.hamicore.contract.build_container_contract`, the one

@@ -1,6 +1,6 @@
-"""The four HAMi-core shared-region layouts as plain offset tables (hami-core.md §4).
+"""The four HAMi-core shared-region layouts as plain offset tables (docs/hami-core.md §4).
 
-These numbers are copied from the spec tables, independently of the C structs in
+These numbers are copied from the tables of docs/hami-core.md §4.3–§4.5, independently of the C structs in
 ``native/region.h``: tests compare the two (and a compiled C program's ``offsetof``), so
 a slip in either is caught.  The writer and the reference decoder use this table.
 """
@@ -68,7 +68,7 @@ class LayoutSpec:
 
     @property
     def file_size(self) -> int:
-        """The creator extends the file to ``sizeof(struct) + 1`` (§4.1)."""
+        """The creator extends the file to ``sizeof(struct) + 1`` (docs/hami-core.md §4.1)."""
         return self.struct_size + 1
 
     def slot(self, i: int) -> int:

@@ -1,4 +1,4 @@
-"""HAMi-core's env-var value semantics (hami-core.md §3.1, §3.2), both directions.
+"""HAMi-core's env-var value semantics (docs/hami-core.md §3.1, §3.2), both directions.
 
 Emitting: :func:`memory_limit_env` and :func:`sm_limit_env` are the only producers of limit
 strings — plain decimal MiB with a lowercase ``m``, plain decimal percent — so none of the

@@ -1,4 +1,4 @@
-"""Host and container paths of the HAMi-core integration (hami-core.md §2, decision 5).
+"""Host and container paths of the HAMi-core integration (docs/hami-core.md §2, docs/decisions.md decision 5).
 
 One :class:`HostLayout` (built from ``HOOK_PATH``) answers every "where is it" question for
 the plugin, the monitor and the demo, so plugin and monitor can never disagree on the cache
@@ -23,7 +23,7 @@ CONTAINER_LD_SO_PRELOAD = "/etc/ld.so.preload"
 CONTAINER_CACHE_DIR = "/tmp/vgpu"
 CONTAINER_VGPULOCK = "/tmp/vgpulock"
 
-# Content of $HOOK_PATH/ld.so.preload: the library's path INSIDE the container (§1).
+# Content of $HOOK_PATH/ld.so.preload: the library's path INSIDE the container (docs/hami-core.md §1).
 LD_SO_PRELOAD_CONTENT = CONTAINER_LIBVGPU
 
 POD_UID_RE = re.compile(r"^[0-9a-f-]{36}$")
@@ -122,7 +122,7 @@ def ensure_ld_so_preload(layout: HostLayout) -> bool:
         if stat.S_ISREG(st.st_mode):
             with open(layout.ld_so_preload, "rb") as f:
                 have = f.read(4096)
-            if have.rstrip(b"\n") == want:  # a trailing newline is harmless (§1)
+            if have.rstrip(b"\n") == want:  # a trailing newline is harmless (docs/hami-core.md §1)
                 return False
     except FileNotFoundError:
         pass

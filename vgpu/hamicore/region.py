@@ -1,14 +1,14 @@
 """Reader API of HAMi-core shared-region files, over the native pread-only reader.
 
 Every cache file is written by a workload container and therefore untrusted
-(monitor-metrics.md §6).  The native layer (``native/region.c``) opens without following
+(docs/metrics.md §6).  The native layer (``native/region.c``) opens without following
 symlinks and never blocks on a FIFO, accepts only regular files of the four known sizes,
 preads only the header, the live slots and the tail, clamps every count, and honours the
 v1.2 seqlock.  This module turns its results into immutable snapshots.
 
 The only exception that leaves this API is :class:`RegionError`; its ``code`` says what
 exactly is wrong.  ``RegionErrorCode.UNINITIALISED`` is not a fault: the creator has not set
-the magic yet, so the caller should simply retry on its next tick (hami-core.md §4.2).
+the magic yet, so the caller should simply retry on its next tick (docs/hami-core.md §4.2).
 
 A :class:`Region` is one open fd, meant to be kept across ticks (the monitor re-``fstat``s it
 through :meth:`Region.stat`).  It is not thread-safe (it reuses its output buffer): one

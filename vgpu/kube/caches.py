@@ -1,7 +1,7 @@
 """The two watch-backed caches the plugin keeps: this node's pods and this Node.
 
 Both are scoped by a field selector, so the plugin never LISTs or watches the whole cluster
-(decision 6; the benchmark in benchmarks/test_allocate.py shows what that saves).
+(docs/decisions.md decision 6; the benchmark in benchmarks/test_allocate.py shows what that saves).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """A thin, dict-based layer over the official ``kubernetes`` client.
 
-Why a layer: the plugin touches only a handful of endpoints (RBAC, config.md §6: nodes
+Why a layer: the plugin touches only a handful of endpoints (RBAC, docs/configuration.md §6: nodes
 get/list/watch/patch/update, pods get/list/watch/patch, events create/patch), and it wants
 plain JSON dicts, not generated model objects — deserialising ``V1Pod`` models costs more than
 the whole Allocate decision.  Every call therefore goes through the generated ``CoreV1Api``
 methods (auth, TLS and the REST layer stay the official client's) with
 ``_preload_content=False``, and the body is decoded with ``json.loads``.
 
-All annotation patches are strategic-merge patches (volcano-protocol.md §1); the body is built
+All annotation patches are strategic-merge patches (docs/protocol.md §1); the body is built
 by :func:`vgpu.protocol.annotations_patch` (a ``None`` value deletes a key).
 
 Errors: :class:`KubeApiError` carries the HTTP status of a refused request; connection
@@ -98,7 +98,7 @@ def _api_error(what: str, exc: ApiException) -> KubeApiError:
 
 
 def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
-    """``--kubeconfig``/``KUBECONFIG`` when given, else the in-cluster service account (decision 1).
+    """``--kubeconfig``/``KUBECONFIG`` when given, else the in-cluster service account (docs/decisions.md decision 1).
 
     A ``KUBECONFIG``-style list of files (``a:b``) is merged like kubectl does.
     Raises :class:`KubeConfigError` naming what was tried.
@@ -212,7 +212,7 @@ class KubeClient:
         """Bound every call this thread makes inside the block to ``seconds`` in total.
 
         The kubelet waits on Allocate, which must not block for more than about 10 s overall
-        (kubelet-device-plugin-api.md §6): each request's timeout is cut to the time left, and
+        (docs/kubelet-api.md §6): each request's timeout is cut to the time left, and
         once it is used up calls fail at once with :class:`KubeDeadlineExceeded` (callers then
         hand the write to their background retry queue).  Nested blocks keep the earlier end.
         """

@@ -1,4 +1,4 @@
-"""Kubernetes Events the plugin posts (decision 6: every allocation failure is visible).
+"""Kubernetes Events the plugin posts (docs/decisions.md decision 6: every allocation failure is visible).
 
 Core/v1 Events, named like client-go's recorder (``<object>.<unix-nanos in hex>``), with
 ``source.component`` = :data:`COMPONENT` and ``source.host`` = this node, so
@@ -18,13 +18,13 @@ COMPONENT = "vgpu-device-plugin"
 MAX_MESSAGE = 1024
 """The kubelet's recorder truncates event messages to 1 KiB; so do we."""
 
-# Reasons (volcano-protocol.md §5, hami-core.md §3.2)
+# Reasons (docs/protocol.md §10; a zero memory limit means unlimited: docs/hami-core.md §3.2)
 REASON_ALLOCATION_FAILED = "VGPUAllocationFailed"
 REASON_ZERO_MEMORY_LIMIT = "VGPUZeroMemoryLimit"
 REASON_NO_POD = "VGPUNoPendingPod"
 REASON_UNLIMITED_CONTAINER = "VGPUContainerUnlimited"
 REASON_KUBELET_SHORTAGE = "VGPUKubeletShortage"
-"""known-failures.md A-12: a pod the scheduler placed here waits, but the kubelet has too few free
+"""docs/failures.md A-12: a pod the scheduler placed here waits, but the kubelet has too few free
 vgpu-number IDs left to admit it; the kubelet refuses it itself and never calls the plugin."""
 
 

@@ -1,4 +1,4 @@
-"""Releasing the scheduler's node lock ``hamivgpu`` (volcano-protocol.md §2.4).
+"""Releasing the scheduler's node lock ``hamivgpu`` (docs/protocol.md §2.4).
 
 The scheduler takes the lock (when ``NodeLockEnable``) and never releases it; the plugin
 deletes it unconditionally after a pod's last container, on every failure, and when no pending

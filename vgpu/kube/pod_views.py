@@ -1,6 +1,6 @@
 """This node's pods as :class:`~vgpu.protocol.pod_model.PodView`, kept beside the pod cache.
 
-Allocate reads every pod of the node on every call (volcano-protocol.md §5.1).  A view — and
+Allocate reads every pod of the node on every call (docs/protocol.md §5.1).  A view — and
 the ``devices-to-allocate`` it decodes — is built once per pod resourceVersion, not once per
 call: :class:`PodViews` keys them on (UID, resourceVersion) of the objects in the watch cache
 (:func:`vgpu.kube.caches.node_pod_cache`) and drops a view when its pod version leaves the

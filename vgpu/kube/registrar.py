@@ -1,4 +1,6 @@
-"""Node registration: the register annotation and the handshake (volcano-protocol.md §2.1–2.3, decision 4).
+"""Node registration: the register annotation and the handshake.
+
+docs/protocol.md §2.1–§2.3, docs/decisions.md decision 4.
 
 Two layers, so the policy can be tested against simulated time:
 
@@ -10,15 +12,16 @@ Two layers, so the policy can be tested against simulated time:
 
 Register (all modes): patched only when the encoded value differs from the Node's; a missing or
 different value is re-asserted within 5 s, at most once per 5 s.  The record is Volcano's fixed
-6-field format; HAMi-WebUI expects HAMi's own 7-field one and cannot read it (known-failures R-7).  A node without advertised GPUs
-has no register annotation (the grammar needs ≥ 1 record), so a stale one is deleted.
+6-field format; HAMi-WebUI expects HAMi's own 7-field one and cannot read it (docs/failures.md R-7).
+A node without advertised GPUs has no register annotation (the grammar needs ≥ 1 record), so a
+stale one is deleted.
 
 Handshake modes (``--handshake``):
 
 * ``auto`` — ``Reported <now>`` once at startup.  When the watch shows a *new* value containing
   ``Requesting`` or ``Deleted``, answer with ``Reported <now>`` at *t_obs* + 30 s, *t_obs* being
   our own clock when the watch delivered it (the stamp text is never parsed: it is scheduler
-  local time read as UTC, known-failures R-6).  Retries stay inside [*t_obs*+20, *t_obs*+40] while
+  local time read as UTC, docs/failures.md R-6).  Retries stay inside [*t_obs*+20, *t_obs*+40] while
   possible, otherwise as soon as possible.  A removed key is re-written at once, but never sooner
   than 20 s after our previous handshake write.  Against Volcano master (which never stamps) that
   is one write per plugin start; against v1.9–v1.15 ≈ 2 writes/min.
@@ -73,7 +76,7 @@ class HandshakeMode(str, enum.Enum):
 def build_register_value(
     gpus: Sequence[GpuInfo], cfg: EffectiveConfig, health: Mapping[str, bool] | None = None
 ) -> str | None:
-    """The ``volcano.sh/node-vgpu-register`` value for the advertised GPUs (§2.1).
+    """The ``volcano.sh/node-vgpu-register`` value for the advertised GPUs (docs/protocol.md §2.1).
 
     ``gpus`` are the non-filtered GPUs; records are sorted by NVML minor; unhealthy GPUs are kept
     with ``false``.  None when there is no GPU to register.
@@ -428,7 +431,7 @@ class NodeRegistrar:
 
 
 def warn_renamed_resources(names: Iterable[tuple[str, str]]) -> list[str]:
-    """§2.3: Volcano master looks for the default resource names in ``status.allocatable``."""
+    """docs/protocol.md §2.3: Volcano master looks for the default resource names in ``status.allocatable``."""
     out = []
     for configured, default in names:
         if configured != default:

@@ -6,9 +6,9 @@ Builds, from objects already read, what ``vgpu inspect`` shows (the command line
 - a Node (`NodeReport`): per GPU split used/total, memory used/total, cores used/total, health and
   mode (usage summed like the scheduler's ledger from ``vgpu-ids-new`` of the node's
   non-terminated pods), the handshake, the node lock and its age, and a warning for HAMi's own
-  keys (known-failures R-3);
+  keys (docs/failures.md R-3);
 - a Pod (`PodReport`): per vGPU container (the k-th ``;`` segment belongs to the k-th container
-  requesting vGPU, decision 6) its devices, memory and cores, whether the plugin has served it
+  requesting vGPU, docs/decisions.md decision 6) its devices, memory and cores, whether the plugin has served it
   yet, and the bind phase / ``vgpu-time``;
 - a literal annotation value (a dict): the kind is recognised from its shape;
 - Node/Pod manifests (`reports_from_manifests`).

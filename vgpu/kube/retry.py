@@ -1,4 +1,4 @@
-"""Background retries for writes that must eventually land (volcano-protocol.md §5.2).
+"""Background retries for writes that must eventually land (docs/protocol.md §5.2).
 
 When the API server is unreachable, the Event, the ``bind-phase=failed`` patch, the success
 patch and the node-lock release are queued here and retried with a backoff that starts at

@@ -1,7 +1,7 @@
 """A LIST+WATCH cache of one kind of object (an informer without the generated models).
 
-Used for this node's pods (``fieldSelector=spec.nodeName=<node>``, volcano-protocol.md §5.1)
-and for this Node itself (the registrar, §2.1–2.2).  Why our own: Allocate needs the pods as
+Used for this node's pods (``fieldSelector=spec.nodeName=<node>``, docs/protocol.md §5.1)
+and for this Node itself (the registrar, docs/protocol.md §2.1–§2.2).  Why our own: Allocate needs the pods as
 plain dicts within microseconds, and must be able to write a PATCH response through at once
 (the next container's Allocate follows within milliseconds; the watch may lag).
 
@@ -14,7 +14,7 @@ Behaviour:
 - ``upsert`` (write-through) and events never move an object back to an older
   resourceVersion, so a lagging watch cannot undo a PATCH response we already applied.
 - ``resync()`` does one synchronous LIST in the caller's thread (Allocate's "no candidate →
-  resync once", §5.2 step 2).
+  resync once", docs/protocol.md §5.2 step 2).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Every write of an Allocate — the ``devices-to-allocate`` progress / ``bind-pha
 after an error :func:`vgpu.kube.retry.retryable` allows), all inside the caller's
 :meth:`vgpu.kube.client.KubeClient.deadline`, so a used-up budget ends them at once; then, when
 ``hand_off`` accepts the error, the same call goes to the background
-:class:`vgpu.kube.retry.RetryQueue` (volcano-protocol.md §5.2: 0.1 s doubling to 10 s, until it
+:class:`vgpu.kube.retry.RetryQueue` (docs/protocol.md §5.2: 0.1 s doubling to 10 s, until it
 lands or is no longer needed).  The caller reads the :class:`Outcome`.
 """
 

@@ -1,6 +1,6 @@
 """Dynamic MIG: geometry reconciliation through NVML (cffi), position → instance → MIG UUID.
 
-Design decision 9 and mig.md: the scheduler picks a group and a position per request
+docs/decisions.md decision 9 and docs/mig.md: the scheduler picks a group and a position per request
 (``GPU-…[group-pos]``); the plugin reshapes that GPU to the group's geometry with explicit
 placements, never destroys an instance that has processes, and hands the container the MIG
 device of that position.  Modules:

@@ -1,8 +1,8 @@
-"""The failures of dynamic MIG, each with the exact text an operator sees (mig.md §5).
+"""The failures of dynamic MIG, each with the exact text an operator sees (docs/mig.md §5).
 
 Every message names the GPU (UUID) and what blocked the operation, because it ends up in the
 pod's ``VGPUAllocationFailed`` Event and the kubelet's ``UnexpectedAdmissionError``.  No MIG
-failure ever ends the plugin process (known-failures G-2: upstream exits).
+failure ever ends the plugin process (docs/failures.md G-2: upstream exits).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class MigPositionError(MigError):
 
 
 class MigGuardError(MigError):
-    """A live assignment on the node conflicts with this one (mig.md §5.2 step 2)."""
+    """A live assignment on the node conflicts with this one (docs/mig.md §5.2 step 2)."""
 
 
 class MigInUseError(MigError):

@@ -1,6 +1,6 @@
 """What exists on a MIG-enabled GPU right now: GPU instances, their compute instances, MIG devices.
 
-Read-only NVML queries (mig.md §5.2 step 3 and §6).  Nothing here creates or destroys; the
+Read-only NVML queries (docs/mig.md §5.2 step 3 and §6).  Nothing here creates or destroys; the
 reconciliation in :mod:`vgpu.mig.reconcile` compares this against a plan (the configured
 geometry placed on the GPU, :mod:`vgpu.mig.plan`).
 
@@ -58,7 +58,7 @@ class ExistingGi:
 
     @property
     def key(self) -> tuple[int, int]:
-        """(profileId, start), the identity a plan position refers to (mig.md §6 step 1)."""
+        """(profileId, start), the identity a plan position refers to (docs/mig.md §6 step 1)."""
         return (self.profile_id, self.placement.start)
 
     @property
@@ -74,7 +74,7 @@ class ExistingGi:
 
 
 class CiProfileCache:
-    """CI profile ids per GI profile: immutable while MIG mode is on, so asked once (mig.md §7)."""
+    """CI profile ids per GI profile: immutable while MIG mode is on, so asked once (docs/mig.md §7)."""
 
     def __init__(self) -> None:
         self._by_gi_profile: dict[int, tuple[CiProfile, ...]] = {}
@@ -112,7 +112,7 @@ class CiProfileCache:
                 raise
             found.append(CiProfile(constant, info.id, constant == full_constant))
         if not any(p.full for p in found):
-            # The full-GI CI profile must exist (mig.md §3); ask for it so its error surfaces.
+            # The full-GI CI profile must exist (docs/mig.md §3); ask for it so its error surfaces.
             info = nvml.compute_instance_profile_info(gi, full_constant)
             found.append(CiProfile(full_constant, info.id, True))
         result = tuple(found)
@@ -166,10 +166,10 @@ def _by_id(item: ExistingGi | ExistingCi) -> int:
 
 
 def mig_device_uuids(nvml: MigNvml, handle: DeviceHandle) -> dict[tuple[int, int], str]:
-    """(giId, ciId) → MIG device UUID, scanning every MIG device index (mig.md §6 steps 3–4).
+    """(giId, ciId) → MIG device UUID, scanning every MIG device index (docs/mig.md §6 steps 3–4).
 
     Indices without a device answer ``NOT_FOUND`` and are skipped: MIG index order is not
-    position order, so nothing here assumes it (known-failures G-4).  The UUID is passed
+    position order, so nothing here assumes it (docs/failures.md G-4).  The UUID is passed
     through unchanged (``MIG-<uuid>`` or the pre-R470 ``MIG-GPU-<uuid>/<gi>/<ci>``).
     """
     return {(row.gpu_instance_id, row.compute_instance_id): row.uuid for row in nvml.mig_devices(handle)}

@@ -1,12 +1,12 @@
-"""The MIG slots held on a node and the guards of an allocation (mig.md §5.2 step 2).
+"""The MIG slots held on a node and the guards of an allocation (docs/mig.md §5.2 step 2).
 
-Guards (spec choice), from the pod cache: every non-terminated pod on this node with
+Guards (our choice), from the pod cache: every non-terminated pod on this node with
 ``bind-phase`` ``allocating`` or ``success`` holds the slots of its ``vgpu-ids-new``; for the pod
 being allocated only its already served containers count (their ``devices-to-allocate``
 segment is empty).  Then
 
 - a slot (GPU, group, position) already held → ``MIG position <pos> of group <g> on <uuid> is
-  already assigned`` (known-failures G-5: the scheduler can give two containers of one pod the
+  already assigned`` (docs/failures.md G-5: the scheduler can give two containers of one pod the
   same position);
 - a GPU holding live assignments of another group → ``GPU <uuid> is in use by MIG group <other>``.
 

@@ -1,7 +1,7 @@
-"""MIG identity for the monitor's ``hami_mig_device_info`` family (monitor-metrics.md §3).
+"""MIG identity for the monitor's ``hami_mig_device_info`` family (docs/metrics.md §3).
 
 The monitor owns the pod mapping; this module turns MIG slots into what NVML says serves
-them now, using the same plan as the plugin (mig.md §6), so both agree without talking:
+them now, using the same plan as the plugin (docs/mig.md §6), so both agree without talking:
 
     manager = MigManager.open(library, config, gpus)       # --nvml-library, --device-config
     for ref in slots_of(pod.annotations["volcano.sh/vgpu-ids-new"]):

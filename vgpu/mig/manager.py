@@ -4,7 +4,7 @@
 metrics) use.  Per GPU it caches what never changes while MIG mode is on — the profile
 catalog, the compute-instance profile ids — and the placement plan of every group of the
 GPU's ``knownMigGeometries`` entry (recomputed when a reload changes the entry).  Every apply,
-destroy and resolve on a GPU holds that GPU's lock (mig.md §5); different GPUs proceed in
+destroy and resolve on a GPU holds that GPU's lock (docs/mig.md §5); different GPUs proceed in
 parallel.  All NVML calls go through the cffi layer (:class:`vgpu.nvml.mig_calls.MigNvml`).
 """
 
@@ -123,7 +123,7 @@ class MigManager:
             return self._locks.setdefault(uuid, threading.Lock())
 
     def exclude(self, uuid: str, reason: str) -> None:
-        """Refuse MIG on this GPU until the process restarts (startup exclusions, mig.md §5.1)."""
+        """Refuse MIG on this GPU until the process restarts (startup exclusions, docs/mig.md §5.1)."""
         with self._meta:
             self._excluded[uuid] = reason
 
@@ -228,7 +228,7 @@ class MigManager:
 
     def lookup(self, uuid: str, group: str, position: int) -> MigInstanceInfo | None:
         """The MIG device serving a slot now, or None when it cannot be resolved (never raises
-        a MIG or NVML error: the monitor skips such devices, monitor-metrics.md §3)."""
+        a MIG or NVML error: the monitor skips such devices, docs/metrics.md §3)."""
         try:
             return self.resolve(uuid, group).get(position)
         except (MigError, NvmlError) as exc:

@@ -6,7 +6,7 @@ mode was switched on).  ``post_events`` puts one Warning Event per excluded GPU 
 API access exists.
 
 ``MigNode.applier`` (:class:`MigAllocation`) is the ``mig`` argument of the Volcano allocator
-(mig.md §5.2–§5.3): the allocator matches the pod and the container, then hands it the
+(docs/mig.md §5.2–§5.3): the allocator matches the pod and the container, then hands it the
 container's ``UUID[group-pos]`` devices; it checks the guards (:mod:`vgpu.mig.holdings`),
 applies each GPU's group and returns the MIG UUIDs for ``NVIDIA_VISIBLE_DEVICES`` in the
 container's device order.  Every failure is a :class:`vgpu.mig.errors.MigError` whose text is
@@ -105,10 +105,10 @@ def start_mig_node(
     node_name: str,
     rediscover: Callable[[], list[GpuInfo]],
 ) -> tuple[MigNode, list[GpuInfo]]:
-    """mig.md §5.1 for the selected ``gpus``; returns the node state and the GPUs to advertise.
+    """docs/mig.md §5.1 for the selected ``gpus``; returns the node state and the GPUs to advertise.
 
     ``rediscover`` re-runs discovery and selection; it is called when MIG mode was switched on
-    for some GPU, because handles and minor numbers may change (mig.md §7).  Raises only when
+    for some GPU, because handles and minor numbers may change (docs/mig.md §7).  Raises only when
     the NVML library cannot be opened at all (``NvmlError``).
     """
     manager = MigManager.open(library, config, gpus)

@@ -1,4 +1,4 @@
-"""Placement plans: which GPU instance serves which position of a group (mig.md §6). Pure.
+"""Placement plans: which GPU instance serves which position of a group (docs/mig.md §6). Pure.
 
 A group expands into positions: type 1 repeated ``count₁`` times, then type 2, … in config
 order, so position k has type ``t(k)``.  The plan gives each position one placement: the
@@ -138,5 +138,5 @@ def plan_group(group: MigGroup, catalog: ProfileCatalog) -> GroupPlan:
 
 
 def describe(plan: GroupPlan) -> str:
-    """``0: 2g.20gb@0:2, 1: 2g.20gb@2:2, …`` (the mig.md §6 table notation)."""
+    """``0: 2g.20gb@0:2, 1: 2g.20gb@2:2, …`` (the docs/mig.md §6 table notation)."""
     return ", ".join(f"{i.position}: {i.name}@{i.placement.start}:{i.placement.size}" for i in plan.instances)

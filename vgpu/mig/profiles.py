@@ -1,4 +1,4 @@
-"""GPU-instance profiles of one GPU, resolved by name (mig.md §3).
+"""GPU-instance profiles of one GPU, resolved by name (docs/mig.md §3).
 
 ``knownMigGeometries`` names instance types (``2g.20gb``); NVML's calls take a ``profileId``.
 The bridge is ``nvmlDeviceGetGpuInstanceProfileInfoV``: enumerate the GI profile constants
@@ -7,7 +7,7 @@ match the returned name (a leading ``MIG `` stripped, case-insensitively).  Libr
 than the V call return no name; then the static per-model tables below say which constant a
 name is, and the v1 call still supplies the ``profileId`` and sizes.
 
-Profile info is immutable while MIG mode is enabled (mig.md §7), so a catalog is resolved
+Profile info is immutable while MIG mode is enabled (docs/mig.md §7), so a catalog is resolved
 once per GPU and cached by the caller.
 """
 
@@ -50,7 +50,7 @@ class ProfileInfo:
 
     @property
     def ci_constant(self) -> int:
-        """The compute-instance profile constant of the full-GI CI (mig.md §3)."""
+        """The compute-instance profile constant of the full-GI CI (docs/mig.md §3)."""
         try:
             return CI_PROFILE_FOR_SLICES[self.slice_count]
         except KeyError:
@@ -85,7 +85,7 @@ def display_name(name: str) -> str:
 
 
 def normalize_name(name: str) -> str:
-    """The comparison key of a profile name: ``MIG `` stripped, lower case (mig.md §3)."""
+    """The comparison key of a profile name: ``MIG `` stripped, lower case (docs/mig.md §3)."""
     return display_name(name).lower()
 
 
@@ -181,7 +181,7 @@ def _placements(
 
 
 def resolve_catalog(nvml: MigNvml, handle: DeviceHandle, gpu_name: str) -> ProfileCatalog:
-    """All GI profiles of a MIG-enabled GPU (mig.md §3 "Resolving a profile name").
+    """All GI profiles of a MIG-enabled GPU (docs/mig.md §3, "Finding a profile by name").
 
     Raises ``NvmlError`` for an NVML failure other than the skipped codes, and
     ``MigConfigError`` when the library has no V call and no static table fits the model.

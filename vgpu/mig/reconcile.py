@@ -1,17 +1,17 @@
-"""Bring one GPU to a group's geometry through NVML, touching as little as possible (mig.md §5.2).
+"""Bring one GPU to a group's geometry through NVML, touching as little as possible (docs/mig.md §5.2).
 
 1. Read the existing instances; the desired set is the plan's (profileId, start) per position.
 2. Every GPU instance outside the desired set must go.  Before destroying anything, the
    GPU's running processes are checked: one on a doomed instance (or on the whole GPU) fails
    the apply with ``MIG instance GI <id> on <uuid> is in use; not reshaping`` and **nothing is
-   destroyed** (known-failures G-3).  Then each doomed GI loses its compute instances and
+   destroyed** (docs/failures.md G-3).  Then each doomed GI loses its compute instances and
    itself; ``NVML_ERROR_IN_USE`` there (a process started since the check) fails the same way.
 3. Missing desired GPU instances are created in position order with explicit placements;
    a desired GI without its full compute instance only gets the CI.  On any error everything
    this call created is destroyed again (newest first) and the apply fails with
-   ``MIG apply failed on <uuid>: <nvml error>`` (known-failures G-2).
+   ``MIG apply failed on <uuid>: <nvml error>`` (docs/failures.md G-2).
 4. An instance of the plan is never destroyed.  A desired GI that holds only partial compute
-   instances (made by hand) has those destroyed, if idle, so the full CI fits **(spec choice)**.
+   instances (made by hand) has those destroyed, if idle, so the full CI fits **(our choice)**.
 
 Crash safety: nothing is remembered between calls; every apply starts from what NVML reports.
 A process killed between two steps leaves instances that the next apply either keeps (part of
@@ -133,7 +133,7 @@ def _check_idle(uuid: str, doomed: Iterable[ExistingGi], busy: Busy) -> None:
     doomed = list(doomed)
     if doomed and not busy.known:
         # Cannot prove the GPU idle up front; NVML's own IN_USE answer on destroy still protects
-        # running work (mig.md §5.2 step 5), but an idle instance may go before a busy one stops us.
+        # running work (docs/mig.md §5.2 step 5), but an idle instance may go before a busy one stops us.
         log.warning(
             "MIG %s: process list unavailable or truncated; relying on NVML's in-use check to protect GPU instances %s",
             uuid,
@@ -303,7 +303,7 @@ def resolve(
     *,
     memo: ResultMemo | None = None,
 ) -> dict[int, MigInstanceInfo]:
-    """Position → MIG device for the positions of ``plan`` that exist now (read-only, mig.md §6).
+    """Position → MIG device for the positions of ``plan`` that exist now (read-only, docs/mig.md §6).
 
     A position whose GPU instance or full compute instance is missing is absent from the result.
     """

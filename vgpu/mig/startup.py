@@ -1,18 +1,18 @@
-"""Startup of a node in mode ``mig`` (mig.md §5.1): which GPUs can serve MIG, and why not.
+"""Startup of a node in mode ``mig`` (docs/mig.md §5.1): which GPUs can serve MIG, and why not.
 
 For each GPU the plugin advertises (filterdevices already applied), in this order:
 
 1. ``nvmlDeviceGetMigMode``: ``NOT_SUPPORTED`` → not MIG-capable → excluded.
 2. The first ``knownMigGeometries`` entry whose model is a substring of the NVML name; none →
-   excluded (known-failures G-1: the scheduler would otherwise place hami-core pods there).
-   **(spec choice)** This check runs before step 3, so a card we are going to exclude anyway
+   excluded (docs/failures.md G-1: the scheduler would otherwise place hami-core pods there).
+   **(our choice)** This check runs before step 3, so a card we are going to exclude anyway
    is never switched into MIG mode.
 3. MIG mode off → ``nvmlDeviceSetMigMode(ENABLE)``.  Success (return and activation) → the
    devices are re-enumerated.  ``IN_USE`` (not idle), ``RESET_REQUIRED``, a pending mode or
    anything else → excluded until the plugin restarts, with the reason.
-4. Resolve every profile the entry names and plan every group (mig.md §6).  An unknown
+4. Resolve every profile the entry names and plan every group (docs/mig.md §6).  An unknown
    profile or an infeasible group → excluded, naming the group.  A geometry whose memory is
-   larger than NVML's instance size → warning (known-failures G-7).
+   larger than NVML's instance size → warning (docs/failures.md G-7).
 5. Existing instances are left untouched.
 
 Excluded GPUs are left out of every resource and of the register annotation by the caller,
@@ -64,7 +64,7 @@ class MigStartupReport:
 
     @property
     def reenumerate(self) -> bool:
-        """True when MIG mode changed: handles and minor numbers may have changed (mig.md §7)."""
+        """True when MIG mode changed: handles and minor numbers may have changed (docs/mig.md §7)."""
         return bool(self.enabled)
 
 
@@ -130,7 +130,7 @@ def _prepare_one(manager: MigManager, gpu: GpuInfo, enabled: list[str], warnings
 
 
 def prepare_mig_gpus(manager: MigManager, gpus: Sequence[GpuInfo]) -> MigStartupReport:
-    """Run mig.md §5.1 for ``gpus`` (the non-filtered ones); excluded GPUs are also marked in
+    """Run docs/mig.md §5.1 for ``gpus`` (the non-filtered ones); excluded GPUs are also marked in
     ``manager`` so that an allocation on them fails clearly.  Never raises for one bad GPU."""
     usable, excluded, enabled, warnings = [], [], [], []
     for gpu in gpus:

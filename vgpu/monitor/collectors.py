@@ -1,4 +1,4 @@
-"""prometheus_client collectors that build every family at scrape time (monitor-metrics.md §2–§4).
+"""prometheus_client collectors that build every family at scrape time (docs/metrics.md §2–§4).
 
 - :class:`HostCollector`: the host GPU families from the last good NVML sample (bounded wait).
 - :class:`ContainerCollector`: the per-container families; each tracked region is decoded once
@@ -8,7 +8,7 @@
 - :class:`SelfCollector`: ``vgpu_monitor_*`` self-metrics (no ``zone`` label: they describe the
   exporter, not a vGPU).
 
-Pod mapping (§4.3): a directory whose pod is not (yet) known, or whose container name is not in
+Pod mapping (docs/metrics.md §4.3): a directory whose pod is not (yet) known, or whose container name is not in
 the pod's spec, is still exported with ``podnamespace=""``/``namespace=""`` and
 ``podname``/``pod`` = the pod UID (counted by ``vgpu_monitor_unmapped_containers``); a pod in
 phase Succeeded or Failed exports nothing.
@@ -33,7 +33,7 @@ from vgpu.nvml.errors import NVML_SUCCESS
 
 _Z = f",{F.ZONE}}} "
 _LABEL_CACHE_CAP = 64
-LEGACY_UUID_LEN = 40  # legacy deviceuuid: the first 40 bytes of uuids[d] (§2)
+LEGACY_UUID_LEN = 40  # legacy deviceuuid: the first 40 bytes of uuids[d] (docs/metrics.md §2)
 
 
 def _families(defs: tuple[F.Family, ...]) -> list[RenderedFamily]:

@@ -141,7 +141,7 @@ class Monitor:
         return removed
 
     def feedback(self) -> list[FeedbackWrite]:
-        """One feedback pass over every tracked region (§5); returns the writes made."""
+        """One feedback pass over every tracked region (docs/metrics.md §5); returns the writes made."""
         disc = self.discovery
         done: list[FeedbackWrite] = []
         errors = 0

@@ -8,7 +8,7 @@ Startup order (each step logs what it did):
 2. NVML, initialised once: discovery of the GPUs' identities plus the cffi sampler, and the MIG
    identity source (``--device-config`` geometries, its own NVML context).  If NVML cannot be
    initialised, the host families and ``hami_mig_device_info`` are omitted, a warning is logged
-   once, and container metrics and the feedback loop keep working (§7).  An invalid
+   once, and container metrics and the feedback loop keep working (docs/metrics.md §7).  An invalid
    ``--device-config`` is logged and only costs the MIG family;
 3. a first tick (GC, scan, feedback), then the 5-second loop;
 4. the HTTP server on ``--listen`` — its log line names the bound address (``:0`` picks a port).
@@ -50,7 +50,10 @@ POD_SYNC_WAIT_S = 5.0
 
 @dataclass(frozen=True)
 class MonitorOptions:
-    """Resolved `vgpu monitor` settings (flag > env > default, config.md §5.2); these defaults are the CLI's."""
+    """Resolved `vgpu monitor` settings (flag > env > default, docs/configuration.md §5.2).
+
+    These defaults are the CLI's.
+    """
 
     node_name: str
     hook_path: str = DEFAULT_HOOK_PATH

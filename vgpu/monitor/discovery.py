@@ -1,4 +1,4 @@
-"""Finding, tracking and garbage-collecting shared-region files (monitor-metrics.md §6).
+"""Finding, tracking and garbage-collecting shared-region files (docs/metrics.md §6).
 
 Everything under ``$HOOK_PATH/containers/<podUID>_<container>/`` is written by a workload
 container, so it is untrusted: no path is ever followed through a symlink, FIFOs are never
@@ -150,7 +150,7 @@ class Discovery:
                 os.mkdir(self.root, 0o755)
                 fd = os.open(self.root, _DIR_FLAGS)
                 if stat.S_IMODE(os.fstat(fd).st_mode) != 0o755:
-                    os.fchmod(fd, 0o755)  # umask-proof (§6.1)
+                    os.fchmod(fd, 0o755)  # umask-proof (docs/metrics.md §6.1)
             except OSError as exc:
                 self._root_problem(f"cannot create {self.root}: {exc.strerror}")
                 return None
@@ -371,7 +371,7 @@ class Discovery:
     # ------------------------------------------------------------------ GC
 
     def collect_garbage(self, pods: PodLookup) -> list[str]:
-        """Remove stale ``<podUID>_<ctr>`` entries (§6.3); returns the removed names.
+        """Remove stale ``<podUID>_<ctr>`` entries (docs/metrics.md §6.3); returns the removed names.
 
         Stale: the pod list is synced, no pod has that UID (or it is Succeeded/Failed), and
         the entry's own ``lstat`` mtime is more than 300 s old.  Removal is fd-relative and

@@ -1,6 +1,6 @@
 """Prometheus text format 0.0.4, rendered without prometheus_client's counter renaming.
 
-Why our own renderer (monitor-metrics.md §1): ``prometheus_client.generate_latest`` writes every
+Why our own renderer (docs/metrics.md §1): ``prometheus_client.generate_latest`` writes every
 counter family as ``<name>_total``, but the legacy family ``Device_memory_desc_of_container`` must
 keep its exact name with ``# TYPE … counter``.  And a scrape of 100 containers renders ~2,600
 samples: building a ``Sample`` with a label dict per value and formatting the labels again costs
@@ -28,7 +28,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def escape_label_value(value: str) -> str:
-    """Escape ``\\``, ``"`` and newline, as the text format requires (§1)."""
+    """Escape ``\\``, ``"`` and newline, as the text format requires (docs/metrics.md §1)."""
     if "\\" in value or '"' in value or "\n" in value:
         return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return value

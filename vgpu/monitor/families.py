@@ -1,4 +1,4 @@
-"""The exported metric families: names, help strings, types and label names (monitor-metrics.md §2–§3).
+"""The exported metric families: names, help strings, types and label names (docs/metrics.md §2–§3).
 
 Pure data.  The legacy Volcano families are exact, typos included (``meory``), and
 ``Device_memory_desc_of_container`` is a counter under exactly that name.  Every sample of these
@@ -24,7 +24,7 @@ _LEGACY_CTR = ("podnamespace", "podname", "ctrname", "vdeviceid", "deviceuuid")
 _HAMI_CTR = ("namespace", "pod", "container", "vdevice_index", "device_uuid")
 _HAMI_HOST = ("node", "device_index", "device_uuid", "device_type")
 
-# ---- legacy Volcano (§2) ------------------------------------------------------------------
+# ---- legacy Volcano (docs/metrics.md §2) ----------------------------------------------------------------
 HOST_GPU_MEMORY_USAGE = Family("HostGPUMemoryUsage", "GPU device memory usage", "gauge", ("deviceidx", "deviceuuid"))
 HOST_CORE_UTILIZATION = Family("HostCoreUtilization", "GPU core utilization", "gauge", ("deviceidx", "deviceuuid"))
 VGPU_MEMORY_USAGE = Family("vGPU_device_memory_usage_in_bytes", "vGPU device usage", "gauge", _LEGACY_CTR)
@@ -51,7 +51,7 @@ LEGACY_CONTAINER = (
     DEVICE_LAST_KERNEL,
 )
 
-# ---- HAMi v2.10 (§3) ----------------------------------------------------------------------
+# ---- HAMi v2.10 (docs/metrics.md §3) --------------------------------------------------------------------
 HAMI_HOST_MEMORY_USED = Family(
     "hami_host_gpu_memory_used_bytes", "GPU device memory usage in bytes", "gauge", _HAMI_HOST
 )

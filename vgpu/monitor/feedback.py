@@ -1,4 +1,4 @@
-"""The priority feedback loop (monitor-metrics.md §5): pure planning, then 4-byte pwrites.
+"""The priority feedback loop (docs/metrics.md §5): pure planning, then 4-byte pwrites.
 
 Every 5 s, over every tracked, valid, initialised region (mapped to a pod or not):
 

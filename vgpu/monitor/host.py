@@ -1,6 +1,6 @@
 """Host GPU values for the scrape, from NVML through a worker thread with a bounded wait.
 
-NVML is initialised once at startup (no per-scrape ``nvmlInit``, §4.1).  A scrape asks the
+NVML is initialised once at startup (no per-scrape ``nvmlInit``, docs/metrics.md §4.1).  A scrape asks the
 worker for a fresh value and waits at most ``bound_s`` for it; if NVML is slow or hung, the
 scrape serves the last good value instead and its age is exported
 (``vgpu_monitor_nvml_sample_age_seconds``).  While a call is stuck longer than the bound, later
@@ -150,7 +150,7 @@ class HostGpu:
 
     @property
     def device_type(self) -> str:
-        """``NVIDIA-<nvmlDeviceGetName>``, the register annotation's Type (§3)."""
+        """``NVIDIA-<nvmlDeviceGetName>``, the register annotation's Type (docs/metrics.md §3)."""
         return register_type(self.name)
 
     @classmethod

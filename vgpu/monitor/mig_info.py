@@ -1,12 +1,12 @@
-"""``hami_mig_device_info``: the MIG instance behind each MIG allocation on this node (§3, ours).
+"""``hami_mig_device_info``: the MIG instance behind each MIG allocation on this node (docs/metrics.md §3, ours).
 
 One sample (value 1) per MIG device of each pod on this node whose ``volcano.sh/bind-phase`` is
 ``success``: the k-th segment of ``volcano.sh/vgpu-ids-new`` belongs to the k-th container (spec
 order) that requests vGPU, and ``vdevice_index`` is the position in that segment.
 ``mig_uuid``, ``gpu_instance_id`` and ``compute_instance_id`` come from NVML through
-:mod:`vgpu.mig.inventory` — the plugin's own deterministic plan (mig.md §6) — so monitor and
+:mod:`vgpu.mig.inventory` — the plugin's own deterministic plan (docs/mig.md §6) — so monitor and
 plugin agree without talking.  Slots that cannot be resolved are skipped.  Pods in phase
-Succeeded/Failed are left out, as for the container families (spec choice).
+Succeeded/Failed are left out, as for the container families (our choice).
 
 MIG queries are NVML calls, so they run in a worker (:class:`vgpu.monitor.host.BoundedRefresh`):
 a scrape waits at most the NVML bound and otherwise gets the last good rows.

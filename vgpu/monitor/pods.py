@@ -1,6 +1,6 @@
-"""Pod mapping for the monitor: this node's pods by UID, from the node-scoped watch (decision 8).
+"""Pod mapping for the monitor: this node's pods by UID, from the node-scoped watch (docs/decisions.md decision 8).
 
-The monitor never calls the API while serving a scrape (known-failures M-9): a scrape does one
+The monitor never calls the API while serving a scrape (docs/failures.md M-9): a scrape does one
 ``dict.get`` per container directory on :class:`PodIndex`, which the watch thread keeps current
 through the listener of :func:`vgpu.kube.caches.node_pod_cache` (one informer, field selector
 ``spec.nodeName``, no label selector — so pods without any HAMi label are mapped, M-5).
@@ -40,7 +40,7 @@ class PodInfo:
     namespace: str
     name: str
     containers: frozenset[str]  # names in spec.containers
-    terminal: bool  # phase Succeeded or Failed: no container metrics, GC may remove (§4.3, §6.3)
+    terminal: bool  # phase Succeeded or Failed: no container metrics, GC may remove (docs/metrics.md §4.3, §6.3)
     vgpu_containers: tuple[str, ...] = ()  # spec order, those requesting vGPU: segment k of vgpu-ids-new
     bind_phase: str | None = None
     vgpu_ids_new: str | None = None
@@ -78,7 +78,7 @@ class PodLookup(Protocol):
 
     @property
     def synced(self) -> bool:
-        """True once the pod list is complete (GC waits for it, §6.3 rule 1)."""
+        """True once the pod list is complete (GC waits for it, docs/metrics.md §6.3 rule 1)."""
 
     def get(self, uid: str) -> PodInfo | None: ...
 

@@ -1,4 +1,4 @@
-"""The HTTP endpoint: ``/metrics`` (text 0.0.4), ``/healthz``; every other path is 404 (§1).
+"""The HTTP endpoint: ``/metrics`` (text 0.0.4), ``/healthz``; every other path is 404 (docs/metrics.md §1).
 
 A small ``ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive (Prometheus reuses its
 connection, so a scrape costs no TCP handshake).  The body is never compressed: rendering is

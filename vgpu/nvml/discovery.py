@@ -68,7 +68,7 @@ def _numa_node(library: str, index: int, handle: Any, pci_bus_id: str, sysfs_roo
 
 
 def _mig(library: str, index: int, handle: Any) -> tuple[bool, bool]:
-    """(capable, enabled): NOT_SUPPORTED from nvmlDeviceGetMigMode means not MIG-capable (mig.md §5.1)."""
+    """(capable, enabled): NOT_SUPPORTED from nvmlDeviceGetMigMode means not MIG-capable (docs/mig.md §5.1)."""
     try:
         current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
     except pynvml.NVMLError as exc:

@@ -42,7 +42,7 @@ NVML_ERROR_UNKNOWN = 999
 
 _NAMES = {value: name for name, value in globals().items() if name.startswith("NVML_")}
 
-# Hint that health.md §6 asks for when NVML cannot start at all.
+# Hint that docs/health.md §6 asks for when NVML cannot start at all.
 INIT_HINT = (
     "is the NVIDIA runtime configured for this container, and are the driver "
     "libraries and /dev/nvidia* device nodes present?"

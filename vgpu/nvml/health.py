@@ -1,6 +1,6 @@
 """GPU health: the XID policy, the per-GPU health board and the NVML event loop.
 
-shared/spec/health.md.  Health is tracked per physical GPU and belongs to the plugin
+See docs/health.md.  Health is tracked per physical GPU and belongs to the plugin
 process: kubelet restarts, re-registrations and SIGHUP reloads never reset it.  The
 event loop (one thread, nvidia-ml-py) marks GPUs on the board; everyone who cares
 (the three kubelet resources, node registration) subscribes to the board and hears
@@ -8,10 +8,10 @@ every change at once — the fan-out that upstream v1.11 got wrong (plugin#142).
 
 Three parts:
 - ``XidPolicy``: ``DP_DISABLE_HEALTHCHECKS`` / ``DP_ENABLE_HEALTHCHECKS`` with the
-  default ignored XIDs (health.md §3, semantics of NVIDIA k8s-device-plugin ≥ v0.18).
+  default ignored XIDs (docs/health.md §3, semantics of NVIDIA k8s-device-plugin ≥ v0.18).
 - ``GpuHealth``: thread-safe healthy/unhealthy per GPU UUID plus change listeners.
-- ``HealthMonitor``: event registration (§1), the wait loop (§2) and the optional
-  recovery window (§5).
+- ``HealthMonitor``: event registration, the wait loop and the optional recovery window
+  (docs/health.md §1, §2, §5).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from vgpu.nvml.library import pynvml_text
 log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------
-# XID policy (health.md §3)
+# XID policy (docs/health.md §3)
 
 ALL_XIDS = 0  # the key that means "every XID"; the token "0" means ALL too
 DEFAULT_IGNORED_XIDS = frozenset({13, 31, 43, 45, 68, 109})
@@ -162,7 +162,7 @@ class GpuHealth:
 
 
 # ---------------------------------------------------------------------------------------
-# Recovery window (health.md §5)
+# Recovery window (docs/health.md §5)
 
 
 def nvml_probe(uuid: str) -> bool:
@@ -254,7 +254,7 @@ class RecoveryTimers:
 
 
 # ---------------------------------------------------------------------------------------
-# The NVML event loop (health.md §1-§2)
+# The NVML event loop (docs/health.md §1–§2)
 
 EVENT_MASK = (
     pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypeDoubleBitEccError | pynvml.nvmlEventTypeSingleBitEccError
@@ -264,7 +264,7 @@ WAIT_TIMEOUT_MS = 5000
 
 class HealthInitError(Exception):
     """The NVML event set cannot be created: exit non-zero rather than run as a zombie
-    that advertises healthy GPUs it does not watch (NVIDIA PR #1641, spec choice)."""
+    that advertises healthy GPUs it does not watch (NVIDIA PR #1641, our choice)."""
 
 
 @dataclass
@@ -355,7 +355,7 @@ class HealthMonitor:
         self.monitored.add(uuid)
 
     def _fail_registration(self, uuid: str, why: str) -> None:
-        # Such a GPU never recovers (health.md §5): its events are not watched.
+        # Such a GPU never recovers (docs/health.md §5): its events are not watched.
         self._permanent.add(uuid)
         log.error("GPU %s: %s; marking device as unhealthy", uuid, why)
         self.health.mark_unhealthy(uuid, why)
@@ -383,7 +383,7 @@ class HealthMonitor:
                     break
                 log.error("nvmlEventSetWait failed: %s; marking all GPUs unhealthy", exc)
                 self._mark(self.uuids, f"event wait failed: {exc}")
-                self._stop.wait(1.0)  # spec choice: no hot loop on a persistent error
+                self._stop.wait(1.0)  # our choice: no hot loop on a persistent error
                 continue
             try:
                 self._handle(data, ours)

@@ -1,4 +1,4 @@
-"""Thin typed wrappers over the NVML MIG calls of the native layer (native/nvml_mig.c; mig.md §5–§6).
+"""Thin typed wrappers over the NVML MIG calls of the native layer (native/nvml_mig.c; docs/mig.md §5–§6).
 
 One method per NVML call; no policy.  Every failure raises ``NvmlError`` whose ``code`` is
 the NVML return code (e.g. ``NVML_ERROR_IN_USE`` when destroying an instance that has
@@ -8,7 +8,7 @@ reconciliation live in ``vgpu.mig``.
 Handles (``DeviceHandle``, ``GpuInstance``, ``ComputeInstance``) are only valid while the
 ``MigNvml`` that produced them is open; ``close()`` must not race with calls in flight.
 Pass-through calls do not take the context lock, so calls on different GPUs can run in
-parallel (the per-GPU serialisation of mig.md §5 belongs to the caller).
+parallel (the per-GPU serialisation of docs/mig.md §5 belongs to the caller).
 
 Two bulk reads, :meth:`MigNvml.read_instances` and :meth:`MigNvml.mig_devices`, make the same NVML
 calls in the same order as the per-call wrappers but loop in C (``vnv_mig_read_instances`` /
@@ -35,7 +35,7 @@ NVML_DEVICE_MIG_ENABLE = 1
 NVML_GPU_INSTANCE_PROFILE_COUNT = 0x12
 NVML_COMPUTE_INSTANCE_PROFILE_COUNT = 0x9
 NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
-# GI slice count -> compute-instance profile constant of the full-GI CI (mig.md §3).
+# GI slice count -> compute-instance profile constant of the full-GI CI (docs/mig.md §3).
 CI_PROFILE_FOR_SLICES = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 7: 0x4, 8: 0x5, 6: 0x6}
 
 _UUID_LEN = lib.VNV_UUID_LEN
@@ -516,7 +516,7 @@ class MigNvml:
         return int(count[0])
 
     def mig_device_by_index(self, device: DeviceHandle, index: int) -> DeviceHandle:
-        """``NVML_ERROR_NOT_FOUND`` for an index without a MIG device (mig.md §6 skips those)."""
+        """``NVML_ERROR_NOT_FOUND`` for an index without a MIG device (docs/mig.md §6 skips those)."""
         out = ffi.new("vnv_device_t *")
         rc = lib.vnv_mig_device_by_index(self.native.ctx, device.ptr, index, out)
         self.native.check(rc, f"nvmlDeviceGetMigDeviceHandleByIndex({index})")

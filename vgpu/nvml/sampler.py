@@ -6,7 +6,7 @@ device count with ``ffi.new``) and returns how many devices it wrote.
 
 Every NVML answer is kept per device and per family (``*_rc``): a device whose
 utilisation is ``NOT_SUPPORTED`` (MIG-enabled GPUs, HAMi#1089) still has its memory
-values, and one failing device never hides the others (monitor-metrics.md §4.1).
+values, and one failing device never hides the others (docs/metrics.md §4.1).
 
 Per-process SM utilisation comes from ``nvmlDeviceGetProcessUtilization`` asked for samples
 newer than the newest one already seen on that device, so ``sm_util`` is ``None`` when

@@ -2,7 +2,7 @@
 
 Layout (NVIDIA k8s-device-plugin style: managers compute, servers are thin):
 
-- ``api/``          the .proto, its generated code (``make proto``) and the spec's constants
+- ``api/``          the .proto, its generated code (``make proto``) and the constants of docs/kubelet-api.md §3
 - ``devices``       the resources, their fixed socket names and fake device IDs
 - ``listwatch``     wire encoding and exact size of ListAndWatch messages (cached per GPU)
 - ``sizecheck``     the startup 4 MiB check naming the smallest ``gpuMemoryFactor``
@@ -10,7 +10,7 @@ Layout (NVIDIA k8s-device-plugin style: managers compute, servers are thin):
 - ``responses``     the ``Allocator`` seam for Allocate / GetPreferredAllocation, the empty and
                     unavailable allocators, and the one protobuf conversion of a container's answer
 - ``preference``    GetPreferredAllocation's choice of device IDs (steered to the candidate's GPUs)
-- ``allocator``     ``VolcanoAllocator``: Allocate as a sequence over the parts below (volcano-protocol.md §5)
+- ``allocator``     ``VolcanoAllocator``: Allocate as a sequence over the parts below (docs/protocol.md §5)
 - ``matching``      pure candidate search, disambiguation and segment choice over the pod model
 - ``pod_writes``    what an Allocate writes back: progress, success, failure, Events, node lock
 - ``mig_seam``      the MIG applier the allocator calls, and MIG failures as ``AllocationError``

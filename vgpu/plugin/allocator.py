@@ -1,11 +1,11 @@
-"""Allocate and GetPreferredAllocation for the Volcano protocol (volcano-protocol.md §5, decisions 5–7).
+"""Allocate and GetPreferredAllocation for the Volcano protocol (docs/protocol.md §5, docs/decisions.md decisions 5–7).
 
 The kubelet calls Allocate once per container and resource and says nothing about the pod;
 :class:`VolcanoAllocator` serves the container the scheduler meant, as one sequence:
 
 1. **find the pod** among this node's pod views (:mod:`vgpu.kube.pod_views`, from the watch
    cache; never a cluster-wide LIST), re-listed once, node-scoped, when the call finds nobody
-   or the kubelet's IDs match no candidate's GPUs (§5.2 step 2);
+   or the kubelet's IDs match no candidate's GPUs (docs/protocol.md §5.2 step 2);
 2. **match** (:mod:`vgpu.plugin.matching`, pure): candidate, container, segment; a non-primary
    call is answered empty and never fails;
 3. **prepare the host and build the contract**: :func:`vgpu.hamicore.host.prepare_container`
@@ -16,7 +16,8 @@ The kubelet calls Allocate once per container and resource and says nothing abou
    ``VGPUAllocationFailed``, ``bind-phase=failed``, tombstone, lock release, the same text as gRPC error.
 
 GetPreferredAllocation steers to the candidate's GPUs (:mod:`vgpu.plugin.preference`) and names
-kubelet-side shortages (:mod:`vgpu.plugin.shortage`).  One process-wide lock serialises every call (§5).
+kubelet-side shortages (:mod:`vgpu.plugin.shortage`).  One process-wide lock serialises every call
+(docs/protocol.md §5).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ ERR_MODE = matching.ERR_MODE
 
 ALLOCATE_BUDGET_S = 8.0
 """Time budget of the API calls of one Allocate or GetPreferredAllocation (the kubelet waits on
-them; kubelet-device-plugin-api.md §6: about 10 s at most).  Writes that do not fit go to the
+them; docs/kubelet-api.md §6: about 10 s at most).  Writes that do not fit go to the
 background retry queue."""
 OPTIONAL_BUDGET_S = 2.0
 """Budget of API work that only improves a choice: GetPreferredAllocation (advisory; it never
@@ -157,7 +158,7 @@ class VolcanoAllocator:
                 )
         return pb.PreferredAllocationResponse(container_responses=out)
 
-    # ================================================================ the sequence (§5.2)
+    # ========================================================= the sequence (docs/protocol.md §5.2)
 
     def _allocate(self, resource: ResourceManager, ids: list[str]) -> pb.ContainerAllocateResponse:
         kind, n, uuid_of = resource.kind, len(ids), gpu_of(resource)
@@ -223,7 +224,7 @@ class VolcanoAllocator:
             uuids = mig_visible_devices(self.mig, devices, view, self._views())
             resp = container_response({"NVIDIA_VISIBLE_DEVICES": ",".join(uuids)})
         else:
-            # In-container NVML order: ascending PCI bus id of the physical GPUs (§5.3).
+            # In-container NVML order: ascending PCI bus id of the physical GPUs (docs/protocol.md §5.3).
             ordered = sorted(devices, key=lambda d: gpus[d.uuid].pci_bus_id.lower())
             try:
                 contract = prepare_container(
@@ -282,7 +283,10 @@ class VolcanoAllocator:
         raise AllocationError(ERR_NO_POD)
 
     def _fail_pod(self, view: PodView, message: str) -> None:
-        """Tombstone, then Event, bind-phase=failed and lock release (§5.2 failure path); never raises."""
+        """Tombstone, then Event, bind-phase=failed, lock release; never raises.
+
+        The failure path of docs/protocol.md §5.2.
+        """
         self.stats.failures += 1
         self.journal.of(view).tombstoned = True
         if self._active == view.uid:

@@ -1,15 +1,15 @@
 """The `vgpu plugin` daemon: startup order, signals, reload and shutdown.
 
-kubelet-device-plugin-api.md §5: load and validate config → nvmlInit → enumerate and
-filter GPUs → size check (§7) → health checks → serve and register the three resources.
+docs/kubelet-api.md §5: load and validate config → nvmlInit → enumerate and
+filter GPUs → size check (docs/kubelet-api.md §7) → health checks → serve and register the three resources.
 Then it runs until SIGINT/SIGTERM/SIGQUIT (stop servers, remove sockets, exit 0); SIGHUP
-re-reads both config files and applies them, keeping the health state (health.md §4): when the
+re-reads both config files and applies them, keeping the health state (docs/health.md §4): when the
 resource names stay the same, the open ListAndWatch streams carry the new device lists (no
 re-registration, so the kubelet never sees the resources disconnect); renamed resources are
 re-registered.  A reload with an invalid config is logged and ignored: a
 running node keeps its last good configuration.
 
-Exit statuses: 2 invalid configuration (config.md §2.3), 1 runtime errors (NVML cannot
+Exit statuses: 2 invalid configuration (docs/configuration.md §2.3), 1 runtime errors (NVML cannot
 start, the 4 MiB size check, no NVML event set), 0 after a stop signal.
 """
 
@@ -49,7 +49,10 @@ EXIT_CONFIG = 2
 
 @dataclass(frozen=True)
 class PluginOptions:
-    """Resolved `vgpu plugin` settings (flag > env > default, config.md §5.1); these defaults are the CLI's."""
+    """Resolved `vgpu plugin` settings (flag > env > default, docs/configuration.md §5.1).
+
+    These defaults are the CLI's.
+    """
 
     node_name: str
     kubelet_socket: str = KUBELET_SOCKET
@@ -71,7 +74,7 @@ def default_allocators() -> dict[ResourceKind, Allocator]:
 
 
 def select_gpus(gpus: list[GpuInfo], cfg: EffectiveConfig) -> list[GpuInfo]:
-    """The GPUs we advertise: not filtered (config.md §3), ordered by minor number."""
+    """The GPUs we advertise: not filtered (docs/configuration.md §3), ordered by minor number."""
     kept = [g for g in gpus if not cfg.is_filtered(g.index, g.uuid)]
     for g in gpus:
         if g not in kept:
@@ -172,7 +175,7 @@ class PluginDaemon:
         self.monitor.start()
 
     def _start_mig(self) -> int:
-        """Mode mig (mig.md §5.1): MIG mode on, excluded GPUs dropped, the MIG applier ready."""
+        """Mode mig (docs/mig.md §5.1): MIG mode on, excluded GPUs dropped, the MIG applier ready."""
         opts = self.opts
 
         def rediscover() -> list[GpuInfo]:  # after a MIG mode change handles and minors may change

@@ -1,12 +1,12 @@
 """The three vGPU resources and the fake device IDs each one advertises.
 
-shared/spec/kubelet-device-plugin-api.md §4: every resource lists the same (non-filtered)
+docs/kubelet-api.md §4: every resource lists the same (non-filtered)
 GPUs; each GPU contributes a block of fake IDs that starts with a per-GPU prefix, so the
 health code can flip all of one GPU's devices at once and the IDs stay stable across
 plugin restarts (the kubelet checkpoints allocated IDs).
 
 - vgpu-number: ``<UUID>-<i>``, i < deviceSplitCount
-- vgpu-memory: ``<minor>-<i>``, i < floor(MiB / gpuMemoryFactor)   (compact, spec choice)
+- vgpu-memory: ``<minor>-<i>``, i < floor(MiB / gpuMemoryFactor)   (compact, our choice)
 - vgpu-cores:  ``<UUID>-core-<i>``, i < int(100 × deviceCoreScaling)
 """
 
@@ -34,7 +34,7 @@ class ResourceSpec:
 
     @property
     def preferred_allocation(self) -> bool:
-        """Only vgpu-number advertises GetPreferredAllocation (spec §4)."""
+        """Only vgpu-number advertises GetPreferredAllocation (docs/kubelet-api.md §4)."""
         return self.kind is ResourceKind.NUMBER
 
 

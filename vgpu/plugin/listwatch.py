@@ -8,7 +8,7 @@ for 8 × H200 at factor 4 means ~290,000 protobuf objects per send (see
 benchmarks/test_listandwatch.py).  The bytes are identical to protobuf's serialisation
 (tests/unit/plugin/test_listwatch.py checks that against the generated message classes).
 
-Wire format per entry (kubelet-device-plugin-api.md §7.1), ``topology`` unset:
+Wire format per entry (docs/kubelet-api.md §7.1), ``topology`` unset:
 ``0x0a len(device) | 0x0a len(ID) ID | 0x12 len(health) health``.
 """
 
@@ -32,7 +32,7 @@ def varint_len(value: int) -> int:
 
 
 def entry_size(id_len: int, healthy: bool) -> int:
-    """Encoded bytes of one device entry inside ListAndWatchResponse (spec §7.1)."""
+    """Encoded bytes of one device entry inside ListAndWatchResponse (docs/kubelet-api.md §7.1)."""
     h = len(HEALTHY) if healthy else len(UNHEALTHY)
     device_msg = 1 + varint_len(id_len) + id_len + 1 + 1 + h
     return 1 + varint_len(device_msg) + device_msg
@@ -61,7 +61,7 @@ def message_size(blocks: Iterable[IdBlock], healthy: bool = False) -> int:
 def encode_ids(ids: Iterable[str], healthy: bool) -> bytes:
     """Encoded entries for ``ids``, all with the same health.
 
-    IDs are at most 63 bytes (spec §2), so every length fits in one varint byte and the
+    IDs are at most 63 bytes (docs/kubelet-api.md §2), so every length fits in one varint byte and the
     entry can be written with fixed-size headers.
     """
     tail = _HEALTH_FIELD[healthy]

@@ -1,14 +1,14 @@
-"""Which pod and container an Allocate call is for (volcano-protocol.md §5.1–§5.2, decisions 5–7).
+"""Which pod and container an Allocate call is for (docs/protocol.md §5.1–§5.2, docs/decisions.md decisions 5–7).
 
 Pure functions over the pod model (:mod:`vgpu.protocol.pod_model`) and the allocator's
 :class:`Journal`; no client and no I/O, so every rule is testable on plain pod dicts.
 
-1. **Candidates** (§5.1): ``vgpu-node`` = this node, ``bind-phase=allocating``, not being
+1. **Candidates** (docs/protocol.md §5.1): ``vgpu-node`` = this node, ``bind-phase=allocating``, not being
    deleted, not in a terminal phase, not tombstoned, a target container T for the resource R
    (the first vGPU container requesting R with R not yet served), ``limits[R]`` of T equal to
    the request size, and — when R is T's primary resource — a non-empty segment that, for
    vgpu-number, has exactly that many devices.
-2. **Disambiguation** (§5.2 step 3), each rule skipped when it would leave nobody:
+2. **Disambiguation** (docs/protocol.md §5.2 step 3), each rule skipped when it would leave nobody:
    1. vgpu-number: the segment's GPUs equal the GPUs of the kubelet's device IDs (which
       GetPreferredAllocation steered there);
    2. *(our addition)* the pod whose admission is in progress — the kubelet admits one pod at a
@@ -16,9 +16,9 @@ Pure functions over the pod model (:mod:`vgpu.protocol.pod_model`) and the alloc
       been served, the next calls belong to it while it can take them;
    3. smallest ``vgpu-time``; 4. oldest ``creationTimestamp``, then ``namespace/name``.
 3. **Segment choice**: the k-th ``;`` segment belongs to the k-th container that requests vGPU
-   (decision 6); only the primary resource's call (vgpu-number, or vgpu-memory for memory-only
-   containers) consumes it; every other call is answered empty and **never fails** (the §5.1
-   ordering rule).
+   (docs/decisions.md decision 6); only the primary resource's call (vgpu-number, or vgpu-memory for memory-only
+   containers) consumes it; every other call is answered empty and **never fails** (the
+   ordering rule of docs/protocol.md §5.1).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ RELIST_MISMATCH = "the kubelet's IDs lie on GPUs no waiting pod was assigned"
 
 @dataclass
 class PodState:
-    """The journal of one pod (§5.1): (vGPU-container index, resource) pairs served."""
+    """The journal of one pod (docs/protocol.md §5.1): (vGPU-container index, resource) pairs served."""
 
     served: set[tuple[int, ResourceKind]] = field(default_factory=set)
     tombstoned: bool = False
@@ -116,7 +116,7 @@ def candidates(
     journal: Journal,
     malformed: list[Malformed] | None = None,
 ) -> list[Candidate]:
-    """Candidates for a call (R=``kind``, n) per §5.1; malformed allocating pods go to ``malformed``."""
+    """Candidates for a call (R=``kind``, n) per docs/protocol.md §5.1; malformed allocating pods to ``malformed``."""
     out: list[Candidate] = []
     for v in views:
         if v.vgpu_node != node_name or v.deleting or v.terminal:
@@ -178,7 +178,7 @@ def relist(
     gpu_of: Callable[[str], str | None],
     active: str | None,
 ) -> str | None:
-    """Why to re-list this node's pods once before choosing (§5.2 step 2), or None.
+    """Why to re-list this node's pods once before choosing (docs/protocol.md §5.2 step 2), or None.
 
     :data:`RELIST_NOBODY`: no live candidate — unless this is the late non-primary call of the pod
     being admitted (e.g. vgpu-memory after its last container's vgpu-number call), which the

@@ -1,4 +1,4 @@
-"""The MIG seam of Allocate (mig.md §5): what the allocator asks of MIG, and MIG failures as its errors.
+"""The MIG seam of Allocate (docs/mig.md §5): what the allocator asks of MIG, and MIG failures as its errors.
 
 :mod:`vgpu.mig` knows nothing of the plugin; it raises :class:`vgpu.mig.errors.MigError` with the
 user-facing text.  :func:`mig_visible_devices` is the one place that turns a MIG failure into the

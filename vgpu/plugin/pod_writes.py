@@ -1,4 +1,4 @@
-"""What an Allocate writes back to the API server (volcano-protocol.md §5.2, decision 6).
+"""What an Allocate writes back to the API server (docs/protocol.md §5.2, docs/decisions.md decision 6).
 
 - the **progress** of a pod: the remaining ``devices-to-allocate`` after each consumed segment,
   and with the last one ``bind-phase=success`` and the done ``vgpu-time``;

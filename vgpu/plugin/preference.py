@@ -1,4 +1,4 @@
-"""GetPreferredAllocation's choice of device IDs (volcano-protocol.md §5.4 step 3).
+"""GetPreferredAllocation's choice of device IDs (docs/protocol.md §5.4 step 3).
 
 The seam for steering is the ``targets`` argument of :func:`preferred_ids`: the physical GPU
 UUIDs the scheduler assigned to the candidate pod (the Volcano allocator finds it).  Without a
@@ -22,7 +22,7 @@ def preferred_ids(
     targets: Iterable[str] = (),
     gpu_of: Callable[[str], str | None] = lambda _id: None,
 ) -> list[str]:
-    """volcano-protocol.md §5.4 step 3: the preferred IDs for one container request.
+    """docs/protocol.md §5.4 step 3: the preferred IDs for one container request.
 
     1. every must-include ID;
     2. for each target GPU UUID not yet covered, its available ID with the smallest

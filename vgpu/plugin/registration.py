@@ -1,6 +1,6 @@
 """Registering our servers with the kubelet, and keeping them registered.
 
-kubelet-device-plugin-api.md §5.  ``PluginSet`` owns the three servers of one
+docs/kubelet-api.md §5.  ``PluginSet`` owns the three servers of one
 configuration.  Its ``run`` loop is the single place that (re)starts them:
 
 - serve first, prove it by dialling our own socket, then call ``Register``;
@@ -12,7 +12,7 @@ configuration.  Its ``run`` loop is the single place that (re)starts them:
   newly appeared kubelet socket is tried at once, whatever the backoff;
 - ``replace()`` swaps in new managers (SIGHUP reload) and restarts the same way.
 
-The directory is polled every ``poll_interval`` (0.25 s; the spec allows ≤ 1 s) —
+The directory is polled every ``poll_interval`` (0.25 s, docs/kubelet-api.md §5) —
 a few ``stat`` calls, cheap enough that inotify is not worth a dependency.
 """
 

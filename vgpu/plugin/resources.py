@@ -5,7 +5,7 @@ advertises (from the GPU list, the config and the health board); the gRPC server
 thin layer over it.  The manager keeps the encoded ListAndWatch message of the current
 health state and a version counter; streams wait for the version to move.  Managers
 outlive server restarts (kubelet restarts), so the first message after a re-registration
-already carries the current health (health.md §4).
+already carries the current health (docs/health.md §4).
 """
 
 from __future__ import annotations

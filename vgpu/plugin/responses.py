@@ -1,7 +1,7 @@
 """What the gRPC servers delegate Allocate and GetPreferredAllocation to, and how answers are made.
 
 The server of each resource hands both RPCs to an ``Allocator``, so the Volcano-protocol work
-(pod matching on ``devices-to-allocate``, HAMi-core env and mounts, volcano-protocol.md §5,
+(pod matching on ``devices-to-allocate``, HAMi-core env and mounts, docs/protocol.md §5,
 :mod:`vgpu.plugin.allocator`) plugs in without touching the servers.  Without API access:
 
 - vgpu-memory / vgpu-cores: ``EmptyAllocator`` — one empty ContainerAllocateResponse per
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 class AllocationError(Exception):
     """Becomes the gRPC status of the call; the kubelet shows the text to the user
-    (UnexpectedAdmissionError).  Default code UNKNOWN, as kubelet-device-plugin-api.md §6."""
+    (UnexpectedAdmissionError).  Default code UNKNOWN, as docs/kubelet-api.md §6."""
 
     def __init__(self, message: str, code: grpc.StatusCode = grpc.StatusCode.UNKNOWN) -> None:
         super().__init__(message)

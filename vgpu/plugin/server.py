@@ -4,7 +4,7 @@ A thin layer over ``ResourceManager`` (device list, health, payloads) and an
 ``Allocator`` (Allocate / GetPreferredAllocation).  Handlers are registered by hand rather
 than through the generated servicer so that ListAndWatch can send the manager's
 pre-encoded bytes with an identity serializer (see vgpu/plugin/listwatch.py).  No handler
-lets an exception escape: errors become gRPC statuses (known-failures A-13).
+lets an exception escape: errors become gRPC statuses (docs/failures.md A-13).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class DevicePluginServer:
         return self.manager.resource_name
 
     def start(self) -> None:
-        """Remove a stale socket, then serve (kubelet-device-plugin-api.md §5 step 5)."""
+        """Remove a stale socket, then serve (docs/kubelet-api.md §5 step 7)."""
         remove_socket(self.socket_path)
         self._executor = futures.ThreadPoolExecutor(
             max_workers=self._max_workers, thread_name_prefix=f"dp-{self.manager.kind.value}"

@@ -1,4 +1,4 @@
-"""Naming a kubelet-side shortage of vgpu-number IDs (known-failures.md A-12, Event ``VGPUKubeletShortage``).
+"""Naming a kubelet-side shortage of vgpu-number IDs (docs/failures.md A-12, Event ``VGPUKubeletShortage``).
 
 When the kubelet has fewer free IDs than a container needs, it rejects the pod itself
 (``Requested N, Available M``) and never calls Allocate, so the plugin cannot see that pod being

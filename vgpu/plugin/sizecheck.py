@@ -1,6 +1,6 @@
 """Startup check that no ListAndWatch message can exceed the kubelet's 4 MiB limit.
 
-Decision 3 / kubelet-device-plugin-api.md §7.2: the kubelet drops a stream whose message is
+docs/decisions.md decision 3 / docs/kubelet-api.md §7.2: the kubelet drops a stream whose message is
 larger than 4,194,304 bytes, and the resource then silently shows 0 (plugin#99:
 ``23264648 vs. 4194304``).  We refuse to start instead, naming the smallest
 ``gpuMemoryFactor`` that fits.  Sizes are computed exactly from the IDs that would be

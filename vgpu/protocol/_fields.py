@@ -10,7 +10,7 @@ UINT64_MAX: Final = 2**64 - 1
 INT64_MAX: Final = 2**63 - 1
 
 GPU_UUID_RE: Final = re.compile(r"GPU-[0-9A-Fa-f-]{36}")
-"""``uuid = "GPU-" 36(HEXDIG / "-")`` (volcano-protocol.md §2.1)."""
+"""``uuid = "GPU-" 36(HEXDIG / "-")`` (docs/protocol.md §2.1)."""
 
 
 def is_digits(text: str) -> bool:

@@ -14,7 +14,7 @@ def _show(text: str) -> str:
 
 
 class ProtocolError(ValueError):
-    """An annotation value that does not follow volcano-protocol.md.
+    """An annotation value that does not follow docs/protocol.md.
 
     The message names the annotation, the place inside the value (segment, device, field) and
     the offending text, e.g.::

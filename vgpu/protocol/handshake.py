@@ -1,8 +1,8 @@
-"""``volcano.sh/node-vgpu-handshake`` values (volcano-protocol.md §2.2).
+"""``volcano.sh/node-vgpu-handshake`` values (docs/protocol.md §2.2).
 
 The plugin writes ``Reported <UTC time>``; Volcano v1.9–v1.15 answers ``Requesting_<local time>``
 and, for a silent plugin, ``Deleted_<local time>``. The scheduler's stamps carry no zone; Volcano
-parses them as UTC (known-failures R-6), so nothing here turns a stamp into a deadline except
+parses them as UTC (docs/failures.md R-6), so nothing here turns a stamp into a deadline except
 :func:`volcano_requesting_stamp`, which reproduces that exact (flawed) reading for the emulator.
 """
 

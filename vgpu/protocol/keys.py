@@ -1,4 +1,4 @@
-"""Every annotation key and fixed value of the Volcano ⇄ plugin protocol (volcano-protocol.md §1).
+"""Every annotation key and fixed value of the Volcano ⇄ plugin protocol (docs/protocol.md §1).
 
 One module holds the strings so that a typo cannot split the protocol between writer and reader.
 """
@@ -11,9 +11,9 @@ from typing import Final
 REGISTER: Final = "volcano.sh/node-vgpu-register"
 HANDSHAKE: Final = "volcano.sh/node-vgpu-handshake"
 NODE_LOCK: Final = "hamivgpu"
-"""The node lock key is the bare string ``hamivgpu`` (§2.4)."""
+"""The node lock key is the bare string ``hamivgpu`` (docs/protocol.md §2.4)."""
 
-# Pod annotations written by the scheduler (§3.2)
+# Pod annotations written by the scheduler (docs/protocol.md §3.2)
 VGPU_NODE: Final = "volcano.sh/vgpu-node"
 VGPU_TIME: Final = "volcano.sh/vgpu-time"
 VGPU_IDS_NEW: Final = "volcano.sh/vgpu-ids-new"
@@ -22,9 +22,9 @@ BIND_PHASE: Final = "volcano.sh/bind-phase"
 BIND_TIME: Final = "volcano.sh/bind-time"
 
 SCHEDULER_ALLOCATION_KEYS: Final = (VGPU_NODE, VGPU_TIME, VGPU_IDS_NEW, DEVICES_TO_ALLOCATE, BIND_PHASE, BIND_TIME)
-"""The six keys the scheduler writes at Allocate (§3.2)."""
+"""The six keys the scheduler writes at Allocate (docs/protocol.md §3.2)."""
 
-# Pod annotations set by users, read by the scheduler (§3.4)
+# Pod annotations set by users, read by the scheduler (docs/protocol.md §3.4)
 VGPU_MODE: Final = "volcano.sh/vgpu-mode"
 USE_GPUTYPE: Final = "nvidia.com/use-gputype"
 NOUSE_GPUTYPE: Final = "nvidia.com/nouse-gputype"
@@ -52,9 +52,9 @@ MODES: Final = (MODE_HAMI_CORE, MODE_MIG)
 
 PODGROUP_POLICY_SPREAD: Final = "spread"
 
-# Keys that belong to HAMi's own scheduler; Volcano never reads them (known-failures R-3).
+# Keys that belong to HAMi's own scheduler; Volcano never reads them (docs/failures.md R-3).
 HAMI_REGISTER: Final = "hami.io/node-nvidia-register"
 HAMI_HANDSHAKE: Final = "hami.io/node-handshake"
 
-# Lock names of older plugins; we never release them (§2.4).
+# Lock names of older plugins; we never release them (docs/protocol.md §2.4).
 LEGACY_NODE_LOCKS: Final = ("vgpu", "vgpu4pd", "gpu")

@@ -1,4 +1,4 @@
-"""The node lock annotation ``hamivgpu`` (volcano-protocol.md §2.4).
+"""The node lock annotation ``hamivgpu`` (docs/protocol.md §2.4).
 
 The value is Go's ``time.Now().Format(time.RFC3339)`` of the scheduler: seconds precision, ``Z``
 for UTC, otherwise ``±hh:mm``. The lock expires 5 minutes after that instant.

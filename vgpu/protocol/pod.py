@@ -1,4 +1,4 @@
-"""Scalar pod annotations and the annotation sets each side writes (volcano-protocol.md §3.2–3.3).
+"""Scalar pod annotations and the annotation sets each side writes (docs/protocol.md §3.2–§3.3).
 
 Every dict of annotations written to a Pod or Node is built here, so the scheduler emulator, the
 plugin and the tests agree on keys and values.
@@ -39,7 +39,7 @@ def is_vgpu_time_done(value: str | None) -> bool:
 
 
 def vgpu_time_sort_key(value: str | None) -> int:
-    """Order candidates by ``vgpu-time`` (§5.2 rule 2): missing, unparsable, longer than 20
+    """Order candidates by ``vgpu-time`` (docs/protocol.md §5.2 step 3 rule 2): missing, unparsable, longer than 20
     characters or the done sentinel sort last (``VGPU_TIME_INFINITY``)."""
     if value is None or value == keys.VGPU_TIME_DONE or len(value) > _MAX_TIME_CHARS or not is_digits(value):
         return VGPU_TIME_INFINITY
@@ -56,7 +56,10 @@ def decode_bind_phase(value: str) -> str:
 def scheduler_allocation(
     node_name: str, devices: Sequence[Sequence[ContainerDevice]], now_unix: int | float
 ) -> dict[str, str]:
-    """The six keys the scheduler writes at Allocate (§3.2); ``devices-to-allocate`` equals ``vgpu-ids-new``."""
+    """The six keys the scheduler writes at Allocate (docs/protocol.md §3.2).
+
+    ``devices-to-allocate`` equals ``vgpu-ids-new``.
+    """
     if not node_name:
         raise ValueError("node name must not be empty")
     ids = encode_pod_devices(devices, annotation=keys.VGPU_IDS_NEW)
@@ -72,18 +75,18 @@ def scheduler_allocation(
 
 
 def allocation_success() -> dict[str, str]:
-    """Written by the plugin when every segment is consumed (§3.3)."""
+    """Written by the plugin when every segment is consumed (docs/protocol.md §3.3)."""
     return {keys.BIND_PHASE: keys.BIND_PHASE_SUCCESS, keys.VGPU_TIME: keys.VGPU_TIME_DONE}
 
 
 def allocation_failed() -> dict[str, str]:
-    """Written by the plugin on any allocation failure (§3.3)."""
+    """Written by the plugin on any allocation failure (docs/protocol.md §3.3)."""
     return {keys.BIND_PHASE: keys.BIND_PHASE_FAILED, keys.VGPU_TIME: keys.VGPU_TIME_DONE}
 
 
 def allocation_progress(remaining: str) -> dict[str, str]:
     """After consuming a segment: the remaining ``devices-to-allocate``, plus the success keys
-    when nothing is left (combined into one patch, §3.3)."""
+    when nothing is left (combined into one patch, docs/protocol.md §3.3)."""
     out = {keys.DEVICES_TO_ALLOCATE: remaining}
     if all_consumed(remaining):
         out.update(allocation_success())

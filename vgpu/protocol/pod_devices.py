@@ -1,11 +1,11 @@
-"""PodDevices: ``volcano.sh/vgpu-ids-new`` and ``volcano.sh/devices-to-allocate`` (volcano-protocol.md §3.1).
+"""PodDevices: ``volcano.sh/vgpu-ids-new`` and ``volcano.sh/devices-to-allocate`` (docs/protocol.md §3.1).
 
 ::
 
     pod-devices = ctr-segment *( ";" ctr-segment )      ; no trailing ";"
     ctr-segment = *device                               ; empty once consumed by the plugin
     device      = dev-id "," "NVIDIA" "," usedmem "," usedcores ":"
-    dev-id      = gpu-uuid [ "[" group "-" position "]" ] ; MIG (mig.md §4)
+    dev-id      = gpu-uuid [ "[" group "-" position "]" ] ; MIG (docs/mig.md §4)
 
 Per the grammar the empty string is ONE empty segment (a one-container pod fully consumed), so
 :func:`decode_pod_devices` never returns zero segments and :func:`encode_pod_devices` refuses to
@@ -186,7 +186,7 @@ def split_segments(value: str) -> list[str]:
 
 
 def consume_segment(value: str, index: int, *, annotation: str = keys.DEVICES_TO_ALLOCATE) -> str:
-    """Replace segment ``index`` by the empty string, keeping every separator (§3.1).
+    """Replace segment ``index`` by the empty string, keeping every separator (docs/protocol.md §3.1).
 
     ``A,NVIDIA,3000,50:;B,NVIDIA,2000,0:`` → ``;B,NVIDIA,2000,0:`` → ``;``.
     The other segments are kept byte for byte.

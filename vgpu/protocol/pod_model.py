@@ -1,11 +1,11 @@
-"""The pod/request model: what a pod asks of vGPU, read once from its JSON (volcano-protocol.md §4, §5.1).
+"""The pod/request model: what a pod asks of vGPU, read once from its JSON (docs/protocol.md §4, §5.1).
 
 Pure functions over plain pod dicts (as the pod caches hold them); no I/O.  The plugin matches
 Allocate calls on it, the monitor maps containers with it, ``vgpu inspect`` reports from it:
 
 - the three **resources** (:class:`ResourceKind`) and their configured names (:class:`ResourceNames`);
 - the **vGPU containers** of a pod: ``spec.containers`` in order, filtered to those with
-  ``limits[count]`` or ``limits[memory]``; the k-th owns the k-th ``;`` segment (decision 6);
+  ``limits[count]`` or ``limits[memory]``; the k-th owns the k-th ``;`` segment (docs/decisions.md decision 6);
 - each container's **primary resource**: vgpu-number if it requests a count, else vgpu-memory;
 - the scalar annotations used for matching (``vgpu-node``, ``bind-phase``, ``vgpu-time``) and the
   decoded ``devices-to-allocate``.
@@ -32,7 +32,7 @@ from vgpu.protocol.pod_devices import PodDevices, decode_pod_devices
 
 
 class ResourceKind(enum.Enum):
-    """The three vGPU resources the kubelet allocates (decision 2)."""
+    """The three vGPU resources the kubelet allocates (docs/decisions.md decision 2)."""
 
     NUMBER = "number"
     MEMORY = "memory"
@@ -40,7 +40,7 @@ class ResourceKind(enum.Enum):
 
     @property
     def socket_name(self) -> str:
-        """Fixed socket file names (decision 3): independent of the configured resource names."""
+        """Fixed socket file names (docs/decisions.md decision 3): independent of the configured resource names."""
         return f"nvidia-vgpu-{self.value}.sock"
 
     @property
@@ -114,7 +114,7 @@ def parse_whole_quantity(value: Any) -> int:
 
 @dataclass(frozen=True)
 class ResourceNames:
-    """The three kubelet resource names of this node's config (decision 2)."""
+    """The three kubelet resource names of this node's config (docs/decisions.md decision 2)."""
 
     count: str
     memory: str
@@ -153,7 +153,7 @@ class VgpuContainer:
 
     @property
     def primary(self) -> ResourceKind:
-        """vgpu-number if the container requests a count, else vgpu-memory (§5.1)."""
+        """vgpu-number if the container requests a count, else vgpu-memory (docs/protocol.md §5.1)."""
         return ResourceKind.NUMBER if self.requests(ResourceKind.NUMBER) else ResourceKind.MEMORY
 
     @property
@@ -176,7 +176,7 @@ def _env_value(container: Mapping[str, Any], name: str) -> str | None:
 
 
 def requests_vgpu(container: Mapping[str, Any], names: ResourceNames) -> bool:
-    """§3.1 / §4 rule 1: a count or a memory limit (a cores-only container is not a vGPU container)."""
+    """docs/protocol.md §3.1 / §4 rule 1: a count or a memory limit (a cores-only container is not a vGPU container)."""
     lim = _limits(container)
     return names.count in lim or names.memory in lim
 
@@ -220,7 +220,7 @@ class PodView:
 
     @property
     def time_key(self) -> int:
-        """§5.2 rule 2: ``vgpu-time``; missing, unparsable, > 20 chars or the done value = +∞."""
+        """docs/protocol.md §5.2 step 3 rule 2: ``vgpu-time``; missing, unparsable, > 20 chars, done = +∞."""
         return vgpu_time_sort_key(self.annotations.get(keys.VGPU_TIME))
 
     @property

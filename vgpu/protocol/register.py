@@ -1,4 +1,4 @@
-"""``volcano.sh/node-vgpu-register`` (volcano-protocol.md §2.1).
+"""``volcano.sh/node-vgpu-register`` (docs/protocol.md §2.1).
 
 Two decoders on purpose: :func:`decode_register` checks our exact grammar (for the plugin, tests
 and ``vgpu inspect``); :func:`decode_register_as_volcano` reproduces what a given Volcano
@@ -44,7 +44,7 @@ class RegisterRecord:
 
 
 def register_type(nvml_name: str) -> str:
-    """Field 3 for a GPU name: ``NVIDIA-<name>`` with ``,`` and ``:`` replaced by ``_`` (spec choice)."""
+    """Field 3 for a GPU name: ``NVIDIA-<name>`` with ``,`` and ``:`` replaced by ``_`` (our choice)."""
     return TYPE_PREFIX + nvml_name.replace(",", "_").replace(":", "_")
 
 
@@ -81,7 +81,7 @@ def encode_register(records: Sequence[RegisterRecord], minors: Sequence[int] | N
     """Build the annotation value: every record ``:``-terminated, no whitespace, no empty segments.
 
     ``minors`` (one NVML minor number per record) sorts the records by ascending minor, as
-    decision 4 requires; without it the records are written in the order given.
+    docs/decisions.md decision 4 requires; without it the records are written in the order given.
     Raises :class:`ProtocolError` for a record that would not decode, ``ValueError`` for no records
     (the grammar needs at least one; a node without GPUs must not write the annotation).
     """
@@ -231,6 +231,6 @@ def decode_register_as_volcano(value: str, *, min_fields: int = 6) -> VolcanoReg
 
 
 def register_records(records: Iterable[tuple[int, RegisterRecord]]) -> str:
-    """Convenience: encode ``(minor, record)`` pairs sorted by minor (decision 4)."""
+    """Convenience: encode ``(minor, record)`` pairs sorted by minor (docs/decisions.md decision 4)."""
     pairs = list(records)
     return encode_register([r for _, r in pairs], [m for m, _ in pairs])

@@ -8,7 +8,7 @@ from vgpu.sim.nvml import fakenvml
 
 MIB = 1024 * 1024
 
-# fakenvml.md "Symbols" + the Foundation issue's list, spelled as pynvml resolves them.
+# docs/testing.md §3.1 "Symbols" + the Foundation issue's list, spelled as pynvml resolves them.
 SYMBOLS = [
     "nvmlInit",
     "nvmlInit_v2",

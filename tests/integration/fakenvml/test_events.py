@@ -1,4 +1,4 @@
-"""XID and double-bit ECC events of the fake NVML (fakenvml.md, health.md §1-§2)."""
+"""XID and double-bit ECC events of the fake NVML (docs/testing.md §3.1, docs/health.md §1–§2)."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_instances_need_mig_mode(pynvml_child, tmp_path):
 
 
 def test_full_plugin_sequence_group2(pynvml_child, tmp_path):
-    """mig.md §5.2/§6: create 2g.20gb@0,2,4 + 1g.10gb@6, one full CI each, resolve MIG devices."""
+    """docs/mig.md §5.2/§6: create 2g.20gb@0,2,4 + 1g.10gb@6, one full CI each, resolve MIG devices."""
     fake = mig_fake(tmp_path, mig_mode=True)
     child = pynvml_child(fake)
     child.run(HELPERS)

@@ -1,4 +1,4 @@
-"""Built-in MIG profile tables (mig.md §3) and the default geometries (mig.md §2.1, §6)."""
+"""Built-in MIG profile tables (docs/mig.md §3) and the default geometries (docs/mig.md §2.1, §6)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def a100_class(names: list[str], memory: list[int]) -> dict[int, dict]:
     }
 
 
-# mig.md §3, row by row (constant order: 1_SLICE, 1_SLICE_REV1, 1_SLICE_REV2, 2, 3, 4, 7).
+# docs/mig.md §3, row by row (constant order: 1_SLICE, 1_SLICE_REV1, 1_SLICE_REV2, 2, 3, 4, 7).
 MODELS = {
     "NVIDIA A100-SXM4-40GB": a100_class(
         ["1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"],
@@ -90,7 +90,7 @@ MEMORY_TOTAL = {
     "NVIDIA A30": 24576,
 }
 
-# mig.md §2.1 default geometries: group -> [(profile name, count)] in config order.
+# docs/mig.md §2.1 default geometries: group -> [(profile name, count)] in config order.
 GEOMETRIES = {
     "NVIDIA A30": {"group1": [("1g.6gb", 4)], "group2": [("2g.12gb", 2)], "group3": [("4g.24gb", 1)]},
     "NVIDIA A100-SXM4-40GB": {
@@ -119,7 +119,7 @@ GEOMETRIES = {
     },
 }
 
-# mig.md §6 plan table (position -> (profile, start, size)).
+# docs/mig.md §6 plan table (position -> (profile, start, size)).
 PLANS = {
     ("NVIDIA A100-SXM4-80GB", "group1"): [("1g.10gb", k, 1) for k in range(7)],
     ("NVIDIA A100-SXM4-80GB", "group2"): [("2g.20gb", 0, 2), ("2g.20gb", 2, 2), ("2g.20gb", 4, 2), ("1g.10gb", 6, 1)],
@@ -153,7 +153,7 @@ READ_TABLE = (
 
 
 def plan_group(groups: list[tuple[str, int]], profiles: dict[str, dict]) -> list[tuple[str, int, int]]:
-    """mig.md §6: lexicographically smallest non-overlapping placement per position (backtracking)."""
+    """docs/mig.md §6: lexicographically smallest non-overlapping placement per position (backtracking)."""
     positions = [name for name, count in groups for _ in range(count)]
     chosen: list[tuple[str, int, int]] = []
 

@@ -1,4 +1,4 @@
-"""Config reloading and config errors (fakenvml.md "Reloading", issue item 4)."""
+"""Config reloading and config errors (docs/testing.md §3.1 "Reloading", issue item 4)."""
 
 from __future__ import annotations
 

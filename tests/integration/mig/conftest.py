@@ -24,7 +24,7 @@ A100 = "NVIDIA A100-SXM4-80GB"
 H200 = "NVIDIA H200 141GB HBM3e"
 A30 = "NVIDIA A30"
 
-# mig.md §2.1 suggested H200 entry, with NVML's instance sizes as the memory values.
+# docs/mig.md §2.1 suggested H200 entry, with NVML's instance sizes as the memory values.
 H200_ENTRY = {
     "models": ["H200 141GB"],
     "allowedGeometries": [

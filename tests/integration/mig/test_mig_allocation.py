@@ -1,5 +1,5 @@
-"""The plugin's MIG applier over real pod objects and the fake NVML (mig.md §5.2–§5.3;
-known-failures G-5, G-6): guards, apply, MIG UUIDs in device order, two GPUs at once."""
+"""The plugin's MIG applier over real pod objects and the fake NVML (docs/mig.md §5.2–§5.3;
+docs/failures.md G-5, G-6): guards, apply, MIG UUIDs in device order, two GPUs at once."""
 
 from __future__ import annotations
 

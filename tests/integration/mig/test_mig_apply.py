@@ -1,5 +1,5 @@
 """Every group of the geometry applies from an empty GPU and from every other group's layout,
-and every position maps to the right instance (mig.md §5.2, §6; known-failures G-4)."""
+and every position maps to the right instance (docs/mig.md §5.2, §6; docs/failures.md G-4)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from vgpu.sim.nvml import fakenvml
 
 from .conftest import A100, H200
 
-# mig.md §6 plan table (A100-80GB) and the same shape for the H200 names: (profile, start, size).
+# docs/mig.md §6 plan table (A100-80GB) and the same shape for the H200 names: (profile, start, size).
 PLANS = {
     A100: {
         "group1": [("1g.10gb", s, 1) for s in range(7)],

@@ -1,4 +1,4 @@
-"""Busy instances, NVML errors and crashes during an apply (known-failures G-2, G-3; issue 7).
+"""Busy instances, NVML errors and crashes during an apply (docs/failures.md G-2, G-3; issue 7).
 
 - a busy instance blocks a reshape with a clear error and nothing is destroyed;
 - an injected error rolls back what the apply created and the process keeps working;

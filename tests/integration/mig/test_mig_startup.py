@@ -1,4 +1,4 @@
-"""Startup of a node in mode mig (mig.md §5.1; known-failures G-1, G-7)."""
+"""Startup of a node in mode mig (docs/mig.md §5.1; docs/failures.md G-1, G-7)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Finding (or installing) Debian's ``prometheus``/``promtool`` and running a throwaway Prometheus.
 
-Testing conventions (spec README): these tests run whenever the programs are present; when they
+Testing conventions (docs/testing.md §2): these tests run whenever the programs are present; when they
 are absent we try to install the Debian package (root + apt-get, as ``.ci/run`` does); only when
 that is impossible do the tests skip, with the reason.
 """

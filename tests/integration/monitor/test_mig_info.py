@@ -1,4 +1,4 @@
-"""``hami_mig_device_info`` from the real monitor: MIG identities of an allocated pod (monitor-metrics.md §3).
+"""``hami_mig_device_info`` from the real monitor: MIG identities of an allocated pod (docs/metrics.md §3).
 
 The MIG layout is applied by the plugin's own MIG manager in a child process (the fake NVML
 keeps MIG state in its state file, shared by every process on that configuration); the monitor

@@ -1,7 +1,7 @@
 """The real `vgpu monitor` process: fake NVML, region writer, simulated API server, real HTTP.
 
 Values and labels must match the written regions exactly; containers appear and disappear within
-one scan; the feedback writes follow the spec's scenarios; hostile files are rejected and counted
+one scan; the feedback writes follow docs/metrics.md §5; hostile files are rejected and counted
 while the others keep reporting; a scrape makes no API request (M-9).
 """
 
@@ -114,7 +114,7 @@ def test_containers_appear_and_disappear_within_one_scan(apiserver, start_monito
 
 
 def test_feedback_scenarios_by_the_real_process(apiserver, start_monitor, hook):
-    # Priority 0 and 1 on one GPU; two tasks of equal priority on another (monitor-metrics.md §5).
+    # Priority 0 and 1 on one GPU; two tasks of equal priority on another (docs/metrics.md §5).
     hi = add_container(
         hook,
         create_pod(apiserver, "hi")["metadata"]["uid"],

@@ -19,7 +19,7 @@ from tests.unit.monitor.helpers import MIB, UUIDS, add_container, wait_until
 from .conftest import create_pod
 from .prom import Prometheus, ensure_prometheus
 
-# promtool lint findings that are inherent to the upstream names (monitor-metrics.md §2).
+# promtool lint findings that are inherent to the upstream names (docs/metrics.md §2).
 LEGACY_LINT = {
     'Device_memory_desc_of_container counter metrics should have "_total" suffix',
     "HostCoreUtilization metric names should be written in 'snake_case' not 'camelCase'",

@@ -71,7 +71,7 @@ ci_info = m.compute_instance_info(ci)
     assert child.eval("[m.gpu_instance_info(g).id for g in m.gpu_instances(d, p2.id)]") == [gi_info["id"]]
     assert child.eval("m.gpu_instance_by_id(d, gi_info.id) == gi") is True
     assert child.eval("[m.compute_instance_info(c).id for c in m.compute_instances(gi, cip.id)]") == [ci_info["id"]]
-    # MIG device handle -> GI/CI ids -> UUID (mig.md §6 resolution)
+    # MIG device handle -> GI/CI ids -> UUID (docs/mig.md §6 resolution)
     child.run("""
 found = []
 for i in range(m.max_mig_device_count(d)):

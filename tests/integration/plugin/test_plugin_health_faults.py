@@ -1,4 +1,4 @@
-"""health.md §7 against the real `vgpu plugin` process, with faults injected into the fake
+"""docs/health.md §7 against the real `vgpu plugin` process, with faults injected into the fake
 NVML (its ``errors`` keys make one NVML function return a given nvmlReturn_t)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _unhealthy_gpus(client, uuids) -> set[int]:
 
 
 def test_event_set_create_failure_exits_non_zero(two_gpus, plugin_factory):
-    """known-failures X-4: never run as a zombie that advertises unwatched GPUs."""
+    """docs/failures.md X-4: never run as a zombie that advertises unwatched GPUs."""
     two_gpus.config["errors"] = {"nvmlEventSetCreate": NVML_ERROR_UNKNOWN}
     two_gpus.write()
     p = plugin_factory(two_gpus)

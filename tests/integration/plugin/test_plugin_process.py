@@ -128,7 +128,7 @@ def test_twenty_kubelet_restarts_each_reregistered_within_2s(kubelet, two_gpus, 
 
 
 def test_losing_only_our_memory_socket_reregisters_all_three(kubelet, two_gpus, plugin_factory):
-    """known-failures K-3: our own socket disappearing is noticed, not only kubelet.sock."""
+    """docs/failures.md K-3: our own socket disappearing is noticed, not only kubelet.sock."""
     plugin_factory(two_gpus)
     kubelet.wait_for_plugins(NAMES, timeout=30)
     t0 = time.monotonic()

@@ -34,7 +34,7 @@ from vgpu.sim.scheduler.model import SchedulerConfig
 NODE = "node-1"
 NUMBER, MEMORY, CORES = "volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores"
 NAMES = (NUMBER, MEMORY, CORES)
-# The GPUs of the worked example (volcano-protocol.md §6), minor 0 and 1.
+# The GPUs of the worked example (docs/protocol.md §6), minor 0 and 1.
 UUID0 = "GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e"
 UUID1 = "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c"
 

@@ -1,4 +1,4 @@
-"""known-failures.md A-12 end to end: the real `vgpu plugin` process, the scheduler emulator and the
+"""docs/failures.md A-12 end to end: the real `vgpu plugin` process, the scheduler emulator and the
 kubelet-style admitter.
 
 * The vgpu-number allocatable is split × GPUs; at split 2 the scheduler refuses a third 1-GPU pod

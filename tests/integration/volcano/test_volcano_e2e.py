@@ -74,7 +74,7 @@ def test_a11_memory_is_per_gpu_and_kubelet_deducts_it_once(cluster):
 
 @pytest.mark.parametrize("version", ["master", "v1.15"])
 def test_worked_example_first_container_without_gpu_and_cuda_disable_control(cluster, version):
-    """§6 / A-5: segment k → k-th vGPU container; CUDA_DISABLE_CONTROL=true drops ld.so.preload."""
+    """docs/protocol.md §6 / A-5: segment k → k-th vGPU container; CUDA_DISABLE_CONTROL=true drops ld.so.preload."""
     cluster.create_pod(
         pod_manifest(
             "p",
@@ -260,7 +260,7 @@ def test_unhealthy_gpu_after_scheduling_fails_allocation(cluster):
     assert cluster.annotations("p")[keys.BIND_PHASE] == "failed"
 
 
-# config.md §6: the ClusterRole grants exactly these; the plugin must need nothing else.
+# docs/configuration.md §6: the ClusterRole grants exactly these; the plugin must need nothing else.
 RBAC = {
     ("nodes", "get"),
     ("nodes", "list"),

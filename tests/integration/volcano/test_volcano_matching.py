@@ -1,4 +1,4 @@
-"""Pod matching under concurrency (decision 6; known-failures A-1, A-4, A-6), end to end.
+"""Pod matching under concurrency (docs/decisions.md decision 6; docs/failures.md A-1, A-4, A-6), end to end.
 
 100 randomized trials: 2–4 pods whose first vGPU containers ask for different GPU counts, some
 with a leading non-GPU container and a second vGPU container, are scheduled together (Volcano

@@ -1,4 +1,4 @@
-"""`device-config.yaml`: valid files, defaults, every validation rule, warnings (config.md §2)."""
+"""`device-config.yaml`: valid files, defaults, every validation rule, warnings (docs/configuration.md §2)."""
 
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ def test_utf8_bom_is_tolerated(write_file):
     assert config.device_split_count == 5
 
 
-# -- invalid values: one case per rule of config.md §2.2 and mig.md §2 -------------------------
+# -- invalid values: one case per rule of docs/configuration.md §2.2 and docs/mig.md §2 -------------------------
 
 INVALID = [
     # resource names
@@ -501,7 +501,7 @@ def test_unknown_key_far_from_everything_has_no_suggestion(write_file):
 
 
 def test_disablecorelimit_lowercase_suggests_the_key_and_gpu_core_policy(write_file):
-    # known-failures.md C-3
+    # docs/failures.md C-3
     config, warnings = load(write_file, nvidia("disablecorelimit: true\n"))
     assert config.disable_core_limit is False
     assert len(warnings) == 1
@@ -515,7 +515,7 @@ def test_migstrategy_warns_that_static_mig_is_unsupported(write_file):
 
 
 def test_device_memory_scaling_other_than_one_warns_and_is_ignored(write_file):
-    # known-failures.md C-1
+    # docs/failures.md C-1
     config, warnings = load(write_file, nvidia("deviceMemoryScaling: 2\n"))
     assert config.device_memory_scaling == 2.0
     assert len(warnings) == 1

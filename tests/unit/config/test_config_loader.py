@@ -1,4 +1,4 @@
-"""`load_config`: defaults when files are absent, precedence (config.md §4), logging, mounts."""
+"""`load_config`: defaults when files are absent, precedence (docs/configuration.md §4), logging, mounts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ NODE = "gpu-node-1"
 
 
 def test_no_files_gives_the_built_in_defaults(tmp_path):
-    # decision 2 / known-failures.md C-2: never empty names or split count 0.
+    # docs/decisions.md decision 2 / docs/failures.md C-2: never empty names or split count 0.
     config = load_config(tmp_path / "missing.yaml", tmp_path / "missing.json", NODE)
     assert isinstance(config, EffectiveConfig)
     device = config.device

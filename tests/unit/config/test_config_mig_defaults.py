@@ -1,4 +1,4 @@
-"""The built-in `knownMigGeometries` (mig.md §2.1) and its round trip through the parser."""
+"""The built-in `knownMigGeometries` (docs/mig.md §2.1) and its round trip through the parser."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_defaults_equal_the_upstream_shipped_list(write_file):
 
 
 def test_a100_80gb_group2_positions():
-    # mig.md §4: group2 positions 0-2 = 2g.20gb, 3 = 1g.10gb; group1 has 7 positions.
+    # docs/mig.md §4: group2 positions 0-2 = 2g.20gb, 3 = 1g.10gb; group1 has 7 positions.
     entry = EffectiveConfig(device=default_device_config(), node=NodeConfig()).mig_entry_for("NVIDIA A100-SXM4-80GB")
     assert entry is not None
     groups = {g.group: g for g in entry.groups}

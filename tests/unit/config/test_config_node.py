@@ -1,4 +1,4 @@
-"""Per-node `config.json` (config.md §3): matching, type checks, ranges, warnings."""
+"""Per-node `config.json` (docs/configuration.md §3): matching, type checks, ranges, warnings."""
 
 from __future__ import annotations
 
@@ -248,7 +248,7 @@ def test_malformed_json_and_bad_structure(write_file, text, key, reason):
 
 
 def test_per_node_gpu_memory_factor_warns_with_reason(write_file):
-    # known-failures.md K-4
+    # docs/failures.md K-4
     path = write_nodes(write_file, {"name": NODE, "gpumemoryfactor": 4})
     config, warnings = load_node_config(path, NODE)
     assert config == NodeConfig(name=NODE, source=str(path))

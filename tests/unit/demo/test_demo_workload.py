@@ -1,5 +1,5 @@
 """The demo's HAMi-core "container": what it writes is what the monitor's reader sees, and it obeys
-the monitor's feedback exactly as libvgpu's limiter does (monitor-metrics.md §5)."""
+the monitor's feedback exactly as libvgpu's limiter does (docs/metrics.md §5)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Each container's ``command`` is parsed by ``vgpu.cli.build_parser()`` (an unknown flag fails),
 and its environment is resolved by the subcommand's own ``resolve(args, environ)`` (flag > env >
-default, config.md §5).  Every variable the manifest sets must be one the subcommand reads
+default, docs/configuration.md §5).  Every variable the manifest sets must be one the subcommand reads
 (proved by changing its value and seeing the resolved settings change or be rejected), or one of
 the few that the NVIDIA container runtime, Python or the health checks read (listed below with
 the reason).  The resolved paths must then line up with the volumes: the hook path and the
@@ -27,7 +27,7 @@ from vgpu.plugin.devices import ALL_KINDS
 
 from . import manifests as m
 
-# Variables not read by `vgpu` itself, and why they are set (config.md §6).
+# Variables not read by `vgpu` itself, and why they are set (docs/configuration.md §6).
 RUNTIME_ENV = {
     "NVIDIA_VISIBLE_DEVICES": "NVIDIA container runtime: expose every GPU (NVML access)",
     "NVIDIA_DRIVER_CAPABILITIES": "NVIDIA container runtime: inject the driver's NVML (utility)",
@@ -126,7 +126,7 @@ def test_plugin_settings_line_up_with_the_volumes():
     mount, vol = m.mount_for(ds, ctr, opts.kubelet_socket)
     assert mount["mountPath"] == sock_dir == vol["hostPath"]["path"]
     assert vol["hostPath"]["type"] == "Directory"
-    # /tmp/vgpulock: handed to every vGPU container as a host path (hami-core.md §2.1).
+    # /tmp/vgpulock: handed to every vGPU container as a host path (docs/hami-core.md §2.1).
     from vgpu.hamicore.paths import VGPULOCK_DIR
 
     mount, vol = m.mount_for(ds, ctr, VGPULOCK_DIR)
@@ -151,7 +151,7 @@ def test_monitor_settings_line_up_with_the_volumes_and_the_plugin():
     ctr = ctrs["monitor"]
     opts = _settings(_resolve("monitor", _argv(ctr), _environ(ctr)))
     assert opts["node_name"] == NODE_NAME
-    # One cache root for plugin and monitor (decision 5; upstream plugin#141).
+    # One cache root for plugin and monitor (docs/decisions.md decision 5; upstream plugin#141).
     assert opts["hook_path"] == plugin.hook_path
     mount, vol = m.mount_for(ds, ctr, opts["hook_path"])
     assert mount["mountPath"] == opts["hook_path"] == vol["hostPath"]["path"]
@@ -160,7 +160,7 @@ def test_monitor_settings_line_up_with_the_volumes_and_the_plugin():
     assert (
         pathlib.PurePosixPath(opts["device_config"]).relative_to(mount["mountPath"]).as_posix() == "device-config.yaml"
     )
-    # The monitor never needs the node config (config.md §6).
+    # The monitor never needs the node config (docs/configuration.md §6).
     assert m.mount_for(ds, ctr, "/config/config.json")[1]["name"] == "device-config"
 
 

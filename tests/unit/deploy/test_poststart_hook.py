@@ -2,7 +2,7 @@
 
 The image layout comes from deploy/Dockerfile (where hooks/ and libvgpu.so are copied); the
 host's $HOOK_PATH is a temp dir.  The hook must leave libvgpu.so and ld.so.preload (content per
-hami-core.md §1) in $HOOK_PATH, and running it again (a container restart) must succeed.
+docs/hami-core.md §1) in $HOOK_PATH, and running it again (a container restart) must succeed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The container contract (volcano-protocol.md §5.3, hami-core.md §2–§3, decisions 5 and 7)."""
+"""The container contract (docs/protocol.md §5.3, docs/hami-core.md §2–§3, docs/decisions.md decisions 5 and 7)."""
 
 from __future__ import annotations
 

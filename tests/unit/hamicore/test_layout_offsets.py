@@ -1,4 +1,4 @@
-"""The region layouts, three ways: the spec's tables (transcribed here), the C structs that the
+"""The region layouts, three ways: the tables of docs/hami-core.md §4.3–§4.5 (transcribed here), the C structs that the
 native reader uses (compiled into a small program that prints offsetof/sizeof), and the Python
 table the writer and the reference decoder use.  All three must agree."""
 
@@ -15,7 +15,7 @@ from vgpu.hamicore import layouts
 
 NATIVE = pathlib.Path(__file__).resolve().parents[3] / "native"
 
-# hami-core.md §4.3–§4.5, transcribed.  None = the field does not exist in that layout.
+# docs/hami-core.md §4.3–§4.5, transcribed.  None = the field does not exist in that layout.
 SPEC_REGION = {
     #  field:             (original, v0, v1.x, interim)
     "initialized_flag": (0, 0, 0, 0),
@@ -168,7 +168,7 @@ def test_python_table_matches_the_spec_tables(k, spec):
 
 def test_address_formulas_follow_the_spec_example():
     v1 = layouts.V1
-    # hami-core.md §4.5: used[d].total of slot i = 1856 + i·1960 + 8 + d·64 + 32
+    # docs/hami-core.md §4.5: used[d].total of slot i = 1856 + i·1960 + 8 + d·64 + 32
     for i, d in ((0, 0), (3, 1), (1023, 15)):
         assert v1.used(i, d) + 32 == 1856 + i * 1960 + 8 + d * 64 + 32
         assert v1.sm_util(i, d) == 1856 + i * 1960 + 1160 + d * 48 + 16

@@ -1,4 +1,4 @@
-"""libvgpu's env parsing, reproduced (hami-core.md §3.2), and our emitters."""
+"""libvgpu's env parsing, reproduced (docs/hami-core.md §3.2), and our emitters."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Host directory layout and what Allocate prepares on the host (hami-core.md §1, §2.3)."""
+"""Host directory layout and what Allocate prepares on the host (docs/hami-core.md §1, §2.3)."""
 
 from __future__ import annotations
 

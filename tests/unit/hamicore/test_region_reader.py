@@ -398,7 +398,7 @@ def test_seqlock_gives_consistent_copies_under_a_concurrent_writer(tmp_path):
 
 # ---- feedback writes -----------------------------------------------------------------------------
 
-FEEDBACK_OFFSETS = {  # monitor-metrics.md §5
+FEEDBACK_OFFSETS = {  # docs/metrics.md §5
     "original": (804_668, 804_672),
     "v0": (1_197_884, 1_197_888),
     "v1.1": (2_008_900, 2_008_904),

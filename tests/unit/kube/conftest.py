@@ -1,7 +1,7 @@
 """In-process fixtures: the simulated API server over real HTTP, our client and caches, and a
 ``VolcanoAllocator`` over real ``ResourceManager`` objects (no NVML, no gRPC socket).
 
-The scheduler side is played by writing the six §3.2 keys exactly as Volcano master does
+The scheduler side is played by writing the six keys of docs/protocol.md §3.2 exactly as Volcano master does
 (annotations carried on the Binding), through ``vgpu.protocol.scheduler_allocation``.
 """
 

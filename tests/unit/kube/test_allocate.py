@@ -1,4 +1,4 @@
-"""VolcanoAllocator (volcano-protocol.md §5) in process, against the simulated API server over HTTP."""
+"""VolcanoAllocator (docs/protocol.md §5) in process, against the simulated API server over HTTP."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def assert_failed(sim, name: str, message_part: str) -> None:
 
 
 def test_worked_example_section_6(sim):
-    """§6: side (no GPU), c1 (2 GPUs 3000/30), c2 (1 GPU 2000): segment k → k-th vGPU container."""
+    """docs/protocol.md §6: side (no GPU), c1 (2 GPUs 3000/30), c2 (1 GPU 2000): segment k → k-th vGPU container."""
     ctrs = [
         {"name": "side", "env": {"CUDA_DISABLE_CONTROL": "true"}},
         {"name": "c1", "limits": {NUMBER: 2, MEMORY: 3000, CORES: 30}},

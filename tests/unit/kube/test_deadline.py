@@ -1,5 +1,5 @@
 """The Allocate time budget: the kubelet waits on Allocate, which must not block for more than
-about 10 s (kubelet-device-plugin-api.md §6), whatever the API server does."""
+about 10 s (docs/kubelet-api.md §6), whatever the API server does."""
 
 from __future__ import annotations
 

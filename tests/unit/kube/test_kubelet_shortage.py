@@ -1,4 +1,4 @@
-"""known-failures.md A-12 in process: the plugin names a kubelet-side vgpu-number shortage.
+"""docs/failures.md A-12 in process: the plugin names a kubelet-side vgpu-number shortage.
 
 The kubelet refuses a pod itself when it has too few free IDs and never calls the plugin for it;
 the plugin sees the shortage in GetPreferredAllocation (the kubelet passes all its free IDs) and

@@ -1,4 +1,4 @@
-"""Node registration and the handshake (volcano-protocol.md §2, decision 4, known-failures R-2, R-5, R-6).
+"""Node registration and the handshake (docs/protocol.md §2, docs/decisions.md decision 4; R-2, R-5, R-6).
 
 Pure policy tests, then the real registrar (watch over HTTP, real patches) against the simulated
 API server and the Volcano scheduler emulator, all three on one :class:`FakeClock` so that ten

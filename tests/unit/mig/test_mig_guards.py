@@ -1,4 +1,4 @@
-"""MIG allocation guards (mig.md §5.2 step 2; known-failures G-5, G-6) over real pod objects. Pure."""
+"""MIG allocation guards (docs/mig.md §5.2 step 2; docs/failures.md G-5, G-6) over real pod objects. Pure."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_emulator_gives_two_containers_one_position_and_the_second_fails():  # G
     )
     ids = plan.annotations[keys.VGPU_IDS_NEW]
     first, second = decode_pod_devices(ids)
-    assert first == second and first[0].mig is not None  # the scheduler quirk (mig.md §4)
+    assert first == second and first[0].mig is not None  # the scheduler quirk (docs/mig.md §4)
     before = kube_pod("p", ids)
     check_guards(first, holdings(before, [before], "n1"))  # the first container is fine
     after = kube_pod("p", ids, remaining=consume_segment(ids, 0))

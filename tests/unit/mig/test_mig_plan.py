@@ -1,4 +1,4 @@
-"""Placement plans (mig.md §6): the spec's plan table, backtracking, infeasible groups. Pure."""
+"""Placement plans (docs/mig.md §6): its plan table, backtracking, infeasible groups. Pure."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from vgpu.nvml.mig_calls import Placement
 
 
 def catalog(model: str) -> ProfileCatalog:
-    """The spec's profile table for a model, with the fake's profile ids (any distinct ids do)."""
+    """The profile table of docs/mig.md §3 for a model, with the fake's profile ids (any distinct ids do)."""
     return ProfileCatalog(
         tuple(
             ProfileInfo(
@@ -45,7 +45,7 @@ def shipped(model: str, name: str) -> MigGroup:
     return next(g for g in entry.groups if g.group == name)
 
 
-# mig.md §6 "Plan (position: profile@start:size)", verbatim.
+# docs/mig.md §6 "Plan (position: profile@start:size)", verbatim.
 SPEC_TABLE = {
     ("A100-SXM4-80GB", "group1"): "0: 1g.10gb@0:1, 1: 1g.10gb@1:1, 2: 1g.10gb@2:1, 3: 1g.10gb@3:1, "
     "4: 1g.10gb@4:1, 5: 1g.10gb@5:1, 6: 1g.10gb@6:1",

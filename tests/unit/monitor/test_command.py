@@ -1,4 +1,4 @@
-"""`vgpu monitor` flags: flag > env > default (config.md §5.2), and clear startup errors."""
+"""`vgpu monitor` flags: flag > env > default (docs/configuration.md §5.2), and clear startup errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Discovery of region files: selection, bounds and hostile directories (monitor-metrics.md §6.1, M-3, M-10, M-11)."""
+"""Discovery of region files: selection, bounds and hostile directories (docs/metrics.md §6.1, M-3, M-10, M-11)."""
 
 from __future__ import annotations
 

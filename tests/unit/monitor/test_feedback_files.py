@@ -1,4 +1,4 @@
-"""The feedback loop on real region files: spec offsets, spec scenarios, and no other byte ever written."""
+"""The feedback loop on real region files: offsets and scenarios of docs/metrics.md §5; no other byte is written."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from vgpu.sim.pods import StaticPods
 
 from .helpers import UUIDS, add_container, new_uid, pod, region_bytes
 
-# (utilization_switch offset) per layout, from the table in monitor-metrics.md §5; rk = +4.
+# (utilization_switch offset) per layout, from the table in docs/metrics.md §5; rk = +4.
 SWITCH_OFFSET = {"original": 804_668, "v0": 1_197_884, "v1.1": 2_008_900, "v1.2": 2_008_900, "interim": 2_008_932}
 
 
 def feedback_fields(path, variant):
-    """(utilization_switch, recent_kernel, priority) read straight from the spec offsets."""
+    """(utilization_switch, recent_kernel, priority) read straight from the offsets of docs/metrics.md §5."""
     with open(path, "rb") as f:
         f.seek(SWITCH_OFFSET[variant])
         return struct.unpack("<iii", f.read(12))
@@ -52,7 +52,7 @@ def test_priority_0_and_1_on_one_gpu_every_layout(make_monitor, hook, variant):
 def test_two_tasks_of_equal_priority(make_monitor, hook):
     a = add_container(hook, new_uid(), "main", priority=1, procs=[(1, [10, 10])])
     b = add_container(hook, new_uid(), "main", priority=1, uuids=[UUIDS[1]], procs=[(2, [10])], limits_mib=[10])
-    m = make_monitor()  # unmapped pods take part too (§5 inputs)
+    m = make_monitor()  # unmapped pods take part too (docs/metrics.md §5 input)
     writes = m.tick().writes
     assert feedback_fields(a, "v1.2") == (1, 1, 1)
     assert feedback_fields(b, "v1.2") == (1, 1, 1)

@@ -1,4 +1,4 @@
-"""The feedback computation of monitor-metrics.md §5, scenario by scenario (pure, no files)."""
+"""The feedback computation of docs/metrics.md §5, scenario by scenario (pure, no files)."""
 
 from __future__ import annotations
 
@@ -103,6 +103,6 @@ def test_container_without_valid_devices_is_never_active_nor_blocked():
 
 
 def test_lone_pod_is_not_throttled():
-    # hami-core.md §7.2: a lone pod gets utilization_switch = 0 (unless its policy is force).
+    # docs/hami-core.md §7.2: a lone pod gets utilization_switch = 0 (unless its policy is force).
     final, _ = run([fb("solo", 2, 1, 1)])
     assert final == {"solo": (1, 0)}

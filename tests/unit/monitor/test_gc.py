@@ -1,4 +1,4 @@
-"""Garbage collection of stale container directories (monitor-metrics.md §6.3, M-6, M-11) on a fake clock."""
+"""Garbage collection of stale container directories (docs/metrics.md §6.3, M-6, M-11) on a fake clock."""
 
 from __future__ import annotations
 

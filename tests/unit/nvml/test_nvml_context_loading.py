@@ -20,7 +20,7 @@ def test_bad_library_path_names_the_path_and_the_loader_error(tmp_path):
     assert err.library == str(missing)
     assert str(missing) in str(err)
     assert "No such file" in str(err)
-    assert "NVIDIA runtime" in str(err)  # health.md §6 hint
+    assert "NVIDIA runtime" in str(err)  # docs/health.md §6 hint
 
 
 def test_missing_required_symbol_is_a_clear_error(partial_nvml):

@@ -190,7 +190,7 @@ def test_handler_errors_become_grpc_statuses(socket_dir, two_gpus):
 
 
 def test_the_4mib_limit_is_real_and_factor_6_fits_for_8_h200(socket_dir):
-    """known-failures K-1: at factor 6 the all-Unhealthy list of 8 × H200 passes the
+    """docs/failures.md K-1: at factor 6 the all-Unhealthy list of 8 × H200 passes the
     kubelet's default receive limit; at factor 5 (which the size check rejects) it does not."""
     gpus = [make_gpu(i, 143771, "NVIDIA H200") for i in range(8)]
     for factor, fits in ((6, True), (5, False)):

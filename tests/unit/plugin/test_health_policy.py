@@ -1,4 +1,4 @@
-"""health.md §3: DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS, the full truth table."""
+"""docs/health.md §3: DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS, the full truth table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pure matching rules of Allocate (volcano-protocol.md §5.1–§5.2) on plain pod dicts, no client.
+"""The pure matching rules of Allocate (docs/protocol.md §5.1–§5.2) on plain pod dicts, no client.
 
 Only rules the in-process allocator tests (tests/unit/kube/test_allocate.py) do not pin down
 on their own: pods of other nodes or being deleted, a vgpu-number segment of the wrong size, the

@@ -32,7 +32,7 @@ def test_generated_code_is_not_stale(tmp_path):
 
 
 def test_wire_names_and_field_numbers_match_the_spec():
-    """A few anchors of kubelet-device-plugin-api.md §1-§2 (the wire contract)."""
+    """A few anchors of docs/kubelet-api.md §1–§2 (the wire contract)."""
     svc = pb.DESCRIPTOR.services_by_name
     assert svc["Registration"].full_name == "v1beta1.Registration"
     assert [m.name for m in svc["DevicePlugin"].methods] == [

@@ -10,7 +10,7 @@ from vgpu.plugin.sizecheck import SizeCheckError, check_listandwatch_sizes, mini
 
 from .dp_helpers import make_cfg, make_gpu
 
-# kubelet-device-plugin-api.md §7.2, "Our IDs" column: (GPUs, MiB) -> (bytes at factor 1, min factor)
+# docs/kubelet-api.md §7.2, "Our IDs" column: (GPUs, MiB) -> (bytes at factor 1, min factor)
 SPEC_TABLE = [
     (1, 81920, 1_791_130, 1),
     (8, 81920, 14_329_040, 4),

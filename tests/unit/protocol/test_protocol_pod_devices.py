@@ -22,7 +22,7 @@ from vgpu.protocol import (
 U0 = "GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e"
 U1 = "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c"
 MIGU = "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448"
-# volcano-protocol.md §6 step 3
+# docs/protocol.md §6 step 3
 WORKED = f"{U1},NVIDIA,3000,30:{U0},NVIDIA,3000,30:;{U1},NVIDIA,2000,0:"
 
 

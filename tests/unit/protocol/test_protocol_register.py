@@ -18,7 +18,7 @@ from vgpu.protocol import (
 UUID0 = "GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e"
 UUID1 = "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c"
 A100 = "NVIDIA-NVIDIA A100-SXM4-80GB"
-# volcano-protocol.md §2.1 example, byte for byte.
+# docs/protocol.md §2.1 example, byte for byte.
 SPEC_EXAMPLE = (
     "GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e,10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:"
     "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c,10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:"

@@ -1,4 +1,7 @@
-"""Fit, score and Allocate (§4, §9.2, §9.3, §9.5), the worked example (§6) and the S table."""
+"""Fit, score and Allocate, the worked example and the S table.
+
+docs/protocol.md §4 and §6 (the worked example), docs/scheduler-emulator.md §9.2, §9.3, §9.5.
+"""
 
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ def devices(plan):
 
 
 def test_worked_example_section_6():
-    """volcano-protocol.md §6: master, hami-core, factor 1, no policy."""
+    """docs/protocol.md §6: master, hami-core, factor 1, no policy."""
     core = make_core("master", nodes={"n1": node_annotations(2, uuids=[U0, U1])})
     p = pod("p", ctr("side"), ctr("c1", number=2, memory=3000, cores=30), ctr("c2", number=1, memory=2000))
     plan = place(core, p)
@@ -164,7 +167,7 @@ def test_c4_uuid_allow_deny_master_only():
     assert old.filter_and_score(pod("q", annotations={keys.USE_GPUUUID: "GPU-nope"}), ["n1"]).node == "n1"
 
 
-# ---- the S table (known-failures.md): one test per row ----
+# ---- the S table (docs/failures.md): one test per row ----
 
 
 @pytest.mark.parametrize("version, expected", [("v1.13", 0), ("v1.14", 40960)])

@@ -1,4 +1,7 @@
-"""MIG pick (§9.4, mig.md §4): positions, group stickiness, the factor, quirks, ledger charges."""
+"""MIG pick: positions, group stickiness, the factor, quirks, ledger charges.
+
+docs/scheduler-emulator.md §9.4, docs/mig.md §4.
+"""
 
 from __future__ import annotations
 

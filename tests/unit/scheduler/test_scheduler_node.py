@@ -1,4 +1,7 @@
-"""Node decode (§9.1), handshake state machine (§2.2), allocatable rule (§2.3), R-1 and R-6."""
+"""Node decode, the handshake state machine, the allocatable rule, R-1 and R-6.
+
+docs/scheduler-emulator.md §9.1; docs/protocol.md §2.2 and §2.3 (handshake, allocatable rule).
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Kubelet device-plugin API v1beta1: generated messages/stubs plus the spec's constants.
+"""Kubelet device-plugin API v1beta1: generated messages/stubs plus the API's constants.
 
 ``deviceplugin_pb2`` / ``deviceplugin_pb2_grpc`` are generated from ``deviceplugin.proto``
 by ``make proto`` (never edit them by hand).  The constants come from
-shared/spec/kubelet-device-plugin-api.md §3.
+docs/kubelet-api.md §3.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ plugins' healthy counts into ``status.allocatable`` (its status loop), and pod a
 (:class:`vgpu.sim.kubelet.admission.Admitter`).
 
 One deviation from "everything in the temp dir": Allocate creates ``/tmp/vgpulock`` (the fixed
-HAMi-core lock directory, hami-core.md §2) if it is missing, exactly as on a real node; it is
+HAMi-core lock directory, docs/hami-core.md §2) if it is missing, exactly as on a real node; it is
 shared by every HAMi-core user of the machine, so the demo leaves it in place.
 """
 

@@ -78,7 +78,7 @@ SCRAPE_S = 2.0
 BOARD_S = 1.0
 FLOW_TIMEOUT_S = 120.0  # the scripted flow gives up after this long (its checks then fail)
 UNSCHEDULABLE_AFTER_S = 5.0  # a pod expected to run counts as unschedulable after this long
-XID = 79  # "GPU has fallen off the bus": not in the ignored set (health.md)
+XID = 79  # "GPU has fallen off the bus": not in the ignored set (docs/health.md)
 HIGH_PRIORITY_DUTY = Duty(busy_s=20.0, idle_s=10.0)
 
 
@@ -618,7 +618,7 @@ class Demo:
                 continue
             devices = list(client.devices)
             counts[res] = (sum(1 for _i, h in devices if h == HEALTHY), len(devices))
-            if res == RESOURCES[0]:  # vgpu-number IDs are <GPU-UUID>-<i> (decision 3)
+            if res == RESOURCES[0]:  # vgpu-number IDs are <GPU-UUID>-<i> (docs/decisions.md decision 3)
                 mine = [h for i, h in devices if i.startswith(x.uuid + "-")]
         ann = cluster.node_annotations(x.node)
         try:

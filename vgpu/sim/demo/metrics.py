@@ -2,7 +2,7 @@
 
 The text format is parsed here, line by line, rather than with ``prometheus_client``'s parser:
 that one renames counter samples to ``<name>_total``, and the demo must show the legacy counter
-``Device_memory_desc_of_container`` exactly as the monitor serves it (monitor-metrics.md §1).
+``Device_memory_desc_of_container`` exactly as the monitor serves it (docs/metrics.md §1).
 """
 
 from __future__ import annotations

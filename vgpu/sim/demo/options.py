@@ -1,6 +1,6 @@
 """What `vgpu demo` runs: its options and the simulated nodes (pure; no I/O but reading a file).
 
-A node has ONE operating mode (config.md §3: ``operatingmode`` is per node), so the default
+A node has ONE operating mode (docs/configuration.md §3: ``operatingmode`` is per node), so the default
 topology of the issue — "2 × A100-SXM4-80GB in hami-core sharing and 1 × A30 in MIG mode" — is
 two simulated nodes, each with its own fake NVML, fake kubelet, ``vgpu plugin`` and
 ``vgpu monitor``, exactly as two GPU nodes of a real cluster would run them:
@@ -81,7 +81,7 @@ def lookup_model(text: str, where: str) -> GpuModel:
 
 
 def mig_models() -> list[str]:
-    """Short names of the models the built-in knownMigGeometries cover (mig.md §2.1)."""
+    """Short names of the models the built-in knownMigGeometries cover (docs/mig.md §2.1)."""
     return [k for k, m in GPU_MODELS.items() if _has_geometry(m.name)]
 
 
@@ -125,7 +125,7 @@ class DemoOptions:
 
     @property
     def mig_supported(self) -> bool:
-        """Dynamic MIG needs Volcano >= v1.12 (README compatibility matrix)."""
+        """Dynamic MIG needs Volcano >= v1.12 (docs/compatibility.md#volcano-scheduler)."""
         return switches_for(self.volcano_version).mig
 
     @property

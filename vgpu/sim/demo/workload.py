@@ -10,7 +10,7 @@ per :meth:`step`:
 - moves device memory along a slow wave below the container's limit (a CUDA context first);
 - while busy, launches kernels the way libvgpu's rate limiter does (``recent_kernel = 2``) and
   publishes an SM utilization below its ``CUDA_DEVICE_SM_LIMIT``;
-- honours the monitor's priority feedback (monitor-metrics.md §5): ``recent_kernel < 0`` means a
+- honours the monitor's priority feedback (docs/metrics.md §5): ``recent_kernel < 0`` means a
   higher-priority container is active on the same GPU, so it launches nothing until the monitor
   sets it back to 0 — and it reports every change of ``utilization_switch``/``recent_kernel``.
 
@@ -32,7 +32,7 @@ from vgpu.sim.hamicore.writer import RegionWriter
 MIB = 1 << 20
 CONTEXT_MIB = 304  # what a CUDA context costs on an A100, roughly
 MEMORY_PERIOD_S = 24.0
-REGION_VARIANT = "v1.2"  # the layout current HAMi-core writes (hami-core.md §4)
+REGION_VARIANT = "v1.2"  # the layout current HAMi-core writes (docs/hami-core.md §4)
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class HamiCoreContainer:
         self.writer = RegionWriter.create(self.region_path, REGION_VARIANT, env=self.envs)
         self.writer.init_devices(self.uuids)
         self.writer.attach(self.pid)
-        # libvgpu starts a region with utilization_switch = 1, recent_kernel = 2 (hami-core.md §6).
+        # libvgpu starts a region with utilization_switch = 1, recent_kernel = 2 (docs/hami-core.md §6).
         self.feedback.utilization_switch, self.feedback.recent_kernel = self.writer.feedback()
         self.writer.set_hostpid(self.pid, 40000 + self.pid)
         self.used = [0] * n

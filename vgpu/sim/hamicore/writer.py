@@ -1,6 +1,6 @@
 """A region writer that plays libvgpu's part, for tests and ``vgpu demo``.
 
-It creates and updates a shared-region file the way HAMi-core does (hami-core.md §4–§6):
+It creates and updates a shared-region file the way HAMi-core does (docs/hami-core.md §4–§6):
 ``sizeof + 1`` bytes, limits stamped from the env only when the magic is absent (an existing
 file keeps its limits: "Limit inconsistency"), the magic stored last, process slots appended
 at ``proc_num`` and compacted lazily (the last slot moves into the hole), usage counters
@@ -84,7 +84,7 @@ class RegionWriter:
         env: Mapping[str, str] | None = None,
         now: int | None = None,
     ) -> RegionWriter:
-        """Create (or attach to) ``path`` as libvgpu's first call does (§6 steps 1–7)."""
+        """Create (or attach to) ``path`` as libvgpu's first call does (docs/hami-core.md §6 steps 1–7)."""
         if variant not in VARIANTS:
             raise ValueError(f"unknown region variant {variant!r}; known: {', '.join(VARIANTS)}")
         v = VARIANTS[variant]

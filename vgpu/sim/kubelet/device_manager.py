@@ -1,7 +1,7 @@
 """A fake kubelet device manager: the other end of the device-plugin API, for tests and the demo.
 
 It behaves like the real kubelet where our plugin can observe it
-(kubelet-device-plugin-api.md §5):
+(docs/kubelet-api.md §5):
 
 - serves ``Registration`` on ``<dir>/kubelet.sock``; ``Register`` rejects unsupported
   versions and non-extended resource names, then — asynchronously, like the kubelet —

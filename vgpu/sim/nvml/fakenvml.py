@@ -1,7 +1,7 @@
 """Locate the fake ``libnvidia-ml.so.1`` and drive its JSON configuration.
 
 This is the one helper through which tests, benchmarks and the demo find the fake
-NVML library (shared/spec/README.md, testing conventions).  The library itself is
+NVML library (docs/testing.md §2, testing conventions).  The library itself is
 C code in ``native/fakenvml/`` built by ``make fakenvml`` into
 ``build/fakenvml/libnvidia-ml.so.1``; ``VGPU_FAKE_NVML_LIBRARY`` overrides the path.
 """

@@ -1,10 +1,11 @@
 """The pure core of the Volcano scheduler emulator: node decode and handshake decisions, the
-device ledger, Filter/score/select, Allocate and Release (volcano-protocol.md §9).
+device ledger, Filter/score/select, Allocate and Release (docs/scheduler-emulator.md §9).
 
 No I/O: the driver (:mod:`vgpu.sim.scheduler`) feeds it nodes and pods as plain data and performs
 the writes it asks for. Time comes in as an aware ``datetime``.
 
-Where the spec leaves room, the emulator decides as follows (each is also named where it happens):
+Where Volcano's behaviour is undefined, the emulator decides as follows (docs/scheduler-emulator.md §9.7; each is also
+named where it happens):
 
 * Register ids that are not dense 0..N-1 (a junk segment) make the node unusable with a reason;
   Volcano would walk a nil device.
@@ -12,13 +13,14 @@ Where the spec leaves room, the emulator decides as follows (each is also named 
   the node mode is the last record's effective mode.
 * Allocate's ``PodMap`` add also records the MIG slot, so a second pod does not receive the same
   position before the next node event (upstream only records it on a ledger rebuild). The two
-  quirks of §9.4 (group sticks until a rebuild; two containers of one pod share a position) stay.
+  quirks of docs/scheduler-emulator.md §9.4 (group sticks until a rebuild; two containers of one
+  pod share a position) stay.
 * The ledger is idempotent per pod UID in every version; the pre-v1.15 double counting depends on
   informer event interleavings and is not emulated.
 * A container with ``vgpu-number: 0`` gets an empty segment and charges nothing.
 * Among equally scored nodes the first by name wins (Volcano picks at random).
 * An unparsable lock value makes Allocate fail with the parse error (as Volcano's ``LockNode``);
-  an expired lock is replaced (the spec's rule; upstream's ``setNodeLock`` refuses any present key).
+  an expired lock is replaced (docs/protocol.md §2.4; upstream's ``setNodeLock`` refuses any present key).
 * Not emulated: vGPU preemption (S-6), ``GPUExclusiveRules``, scheduler metrics.
 """
 
@@ -53,7 +55,7 @@ from vgpu.sim.scheduler.model import (
 )
 
 MASTER_ALLOCATABLE = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-cores", "volcano.sh/vgpu-memory")
-"""Hard-coded in Volcano master, not taken from the ConfigMap (§2.3)."""
+"""Hard-coded in Volcano master, not taken from the ConfigMap (docs/protocol.md §2.3)."""
 
 NOT_INITIALIZED = "node not initialized with devicehamivgpu"
 
@@ -108,7 +110,7 @@ class SchedulerCore:
     # ---- node events ---------------------------------------------------------------------
 
     def handshake_decision(self, value: str, now: datetime) -> tuple[bool, str | None]:
-        """§2.2 state machine: ``(usable, value to PATCH or None)``."""
+        """docs/protocol.md §2.2 state machine: ``(usable, value to PATCH or None)``."""
         local = now.astimezone(self.config.tz)
         state = volcano_handshake_state(value)
         if state == "Requesting":

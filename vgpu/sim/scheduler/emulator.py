@@ -1,4 +1,4 @@
-"""Volcano scheduler emulator (volcano-protocol.md §9): the driver that talks to a Kubernetes API.
+"""Volcano scheduler emulator (docs/scheduler-emulator.md §9): the driver that talks to a Kubernetes API.
 
 Two layers:
 

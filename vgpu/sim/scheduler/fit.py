@@ -1,4 +1,4 @@
-"""Fit, score and MIG pick of the Volcano vGPU scheduler (volcano-protocol.md §4, §9.2–9.4).
+"""Fit, score and MIG pick of the Volcano vGPU scheduler (docs/protocol.md §4, docs/scheduler-emulator.md §9.2–§9.4).
 
 Pure functions over :mod:`vgpu.sim.scheduler.model` states. ``fit_pod`` mutates the node it is
 given (as Volcano's does): Filter passes a snapshot, Allocate passes the live ledger.
@@ -55,7 +55,7 @@ def _first(limits: Mapping[str, str], requests: Mapping[str, str], name: str) ->
 
 
 def pod_requests(pod: PodView, cfg: SchedulerConfig) -> list[ContainerRequest]:
-    """One request per vGPU container, in spec order (§4 steps 1–6); init containers never count."""
+    """One request per vGPU container, in spec order (docs/protocol.md §4 steps 1–6); init containers never count."""
     out = []
     pct_name = cfg.effective_percentage_name
     for c in pod.containers:
@@ -77,7 +77,7 @@ def pod_requests(pod: PodView, cfg: SchedulerConfig) -> list[ContainerRequest]:
 
 
 def memreq_for_card(req: ContainerRequest, gpu: GpuState, sw: VersionSwitches) -> int:
-    """§4 step 7: the percentage (when set) wins over the absolute request, per card."""
+    """docs/protocol.md §4 step 7: the percentage (when set) wins over the absolute request, per card."""
     if req.mem_percentage == PCT_UNSET:
         return req.memreq
     if sw.float_percentage:
@@ -118,7 +118,7 @@ def uuid_passes(uuid: str, allow: frozenset[str] | None, deny: frozenset[str] | 
 
 
 def gpu_score(policy: str, gpu: GpuState, sw: VersionSwitches) -> float:
-    """``GPUScore``, evaluated after the ledger increment (§9.3)."""
+    """``GPUScore``, evaluated after the ledger increment (docs/scheduler-emulator.md §9.3)."""
     if policy == "binpack":
         return 100.0 * gpu.used_mem / gpu.memory if gpu.memory else 0.0
     if policy == "spread":
@@ -153,7 +153,7 @@ def _mig_position(group: MigGroup, type_index: int, count: int, used: list[int])
 
 
 def pick_from_group(group: MigGroup, usage: list, request: int) -> tuple[int, int] | None:
-    """§9.4 step 3: ``(position, instance memory)`` or ``None``."""
+    """docs/scheduler-emulator.md §9.4 steps 3–4: ``(position, instance memory)`` or ``None``."""
     types = sorted(enumerate(group.geometries), key=lambda t: t[1].memory_mib)
     for idx, t in types:
         if not usage and t.memory_mib >= request:
@@ -171,8 +171,10 @@ def mig_factor(cfg: SchedulerConfig) -> int:
 
 
 def try_add_pod_mig(gpu: GpuState, memreq: int, coresreq: int, cfg: SchedulerConfig) -> tuple[MigSlot, int] | None:
-    """``TryAddPod`` of the MIG sharing handler (§9.4). Sets ``MigUsage.Index`` on a fit but does
-    not record the slot (so two containers of one pod can get the same position)."""
+    """``TryAddPod`` of the MIG sharing handler (docs/scheduler-emulator.md §9.4).
+
+    Sets ``MigUsage.Index`` on a fit but does not record the slot (so two containers of one pod
+    can get the same position)."""
     factor = mig_factor(cfg)
     request = memreq * factor
     groups = gpu.mig_template

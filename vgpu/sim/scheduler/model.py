@@ -26,7 +26,10 @@ POLICIES = ("", "binpack", "spread")
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """The emulator's parameters (§9): scheduler args and the ConfigMap values it would load."""
+    """The emulator's parameters (docs/scheduler-emulator.md §9).
+
+    Scheduler args and the ConfigMap values it would load.
+    """
 
     version: str = "master"
     policy: str = ""
@@ -143,7 +146,7 @@ class PodView:
 
 @dataclass(frozen=True)
 class ContainerRequest:
-    """``ContainerDeviceRequest`` of one vGPU container (§4)."""
+    """``ContainerDeviceRequest`` of one vGPU container (docs/protocol.md §4)."""
 
     nums: int
     memreq: int

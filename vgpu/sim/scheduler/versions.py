@@ -1,7 +1,7 @@
-"""Per-version behaviour switches of the Volcano vGPU scheduler (volcano-protocol.md §9.6).
+"""Per-version behaviour switches of the Volcano vGPU scheduler (docs/scheduler-emulator.md §9.6).
 
-Every version-dependent branch of the emulator reads one named switch from here, so the table in
-the spec and the code can be compared line by line.
+Every version-dependent branch of the emulator reads one named switch from here, so the table of
+docs/scheduler-emulator.md §9.6 and the code can be compared line by line.
 """
 
 from __future__ import annotations
