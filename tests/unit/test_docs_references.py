@@ -53,10 +53,7 @@ _MD_LINK = re.compile(r"(?<!!)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")
 _BARE_SEC = re.compile(SEC)
 _DECISION = re.compile(r"(?<![\w-])[Dd]ecisions? (\d+)((?:\s*(?:[–-]|,|and)\s*\d+)*)\b")
 _DECISION_HEADING = re.compile(r"^## Decision (\d+) — ", re.M)
-_TEXT_SUFFIXES = {
-    ".py", ".pyi", ".md", ".yaml", ".yml", ".toml", ".json", ".c", ".h", ".cdef", ".sh", ".proto",
-    ".cfg", ".ini", ".txt", ".j2", "",
-}
+_TEXT_SUFFIXES = set(".py .pyi .md .yaml .yml .toml .json .c .h .cdef .sh .proto .cfg .ini .txt .j2".split()) | {""}
 
 
 @dataclass(frozen=True)
@@ -315,7 +312,7 @@ def check_code_names(path: str, text: str, root: pathlib.Path) -> Iterator[Findi
         if rest and not _defines(source, rest[0]):
             yield Finding(path, _line(text, m.start()), f"{'.'.join(parts[:cut])} defines no {rest[0]!r}")
         elif len(rest) > 1 and not _defines(source, rest[1]):
-            yield Finding(path, _line(text, m.start()), f"{'.'.join(parts[:cut + 1])} has no {rest[1]!r}")
+            yield Finding(path, _line(text, m.start()), f"{'.'.join(parts[: cut + 1])} has no {rest[1]!r}")
 
 
 def _generated(ref: str) -> bool:
@@ -383,7 +380,9 @@ def tiny(tmp_path: pathlib.Path) -> tuple[pathlib.Path, Pages]:
     (docs / "protocol.md").write_text("# Protocol\n\n## 5. Allocate\n\n### 5.2 Steps\n\n## Keys at a glance\n")
     (docs / "decisions.md").write_text("# Decisions\n\n## Decision 6 — Allocate mapping\n")
     (tmp_path / "vgpu" / "kube").mkdir(parents=True)
-    (tmp_path / "vgpu" / "kube" / "watchcache.py").write_text("class WatchCache:\n    def resync(self):\n        pass\n")
+    (tmp_path / "vgpu" / "kube" / "watchcache.py").write_text(
+        "class WatchCache:\n    def resync(self):\n        pass\n"
+    )
     return tmp_path, Pages.load(docs)
 
 
