@@ -41,8 +41,7 @@ def test_blocks_concatenate_into_one_message_with_mixed_health():
 
 
 def test_entry_size_equals_protobuf_for_short_and_long_ids():
-    # NB: the prose of docs/kubelet-api.md §7.1 says "L + 12 / L + 14"; the real
-    # encoding (and the size table of docs/kubelet-api.md §7.1) is L + 13 / L + 15 for L <= 63.
+    # docs/kubelet-api.md §7.1: L + 13 (Healthy) / L + 15 (Unhealthy) bytes for L <= 63.
     for length in (1, 40, 63, 200):
         for healthy, text in ((True, "Healthy"), (False, "Unhealthy")):
             real = pb.ListAndWatchResponse(devices=[pb.Device(ID="x" * length, health=text)]).ByteSize()
