@@ -40,7 +40,7 @@ def test_device_config_parses_cleanly_and_equals_the_built_in_defaults(kustomiza
     assert cfg.known_mig_geometries == DEFAULT_KNOWN_MIG_GEOMETRIES
 
 
-# docs/mig.md §2.1, "suggested entries": H100 80GB with NVML's instance sizes.
+# docs/mig.md §2.1, "Entries worth adding": H100 80GB with NVML's instance sizes.
 H100_80GB = MigGeometryEntry(
     models=("H100 80GB HBM3",),
     groups=(
