@@ -10,8 +10,9 @@ Two layers, so the policy can be tested against simulated time:
 
 Register (all modes): patched only when the encoded value differs from the Node's; a missing or
 different value is re-asserted within 5 s, at most once per 5 s.  The record is Volcano's fixed
-6-field format; HAMi-WebUI expects HAMi's own 7-field one and cannot read it (known-failures R-7).  A node without advertised GPUs
-has no register annotation (the grammar needs ≥ 1 record), so a stale one is deleted.
+6-field format; HAMi-WebUI expects HAMi's own 7-field one and cannot read it (known-failures R-7).
+A node without advertised GPUs has no register annotation (the grammar needs ≥ 1 record), so a
+stale one is deleted.
 
 Handshake modes (``--handshake``):
 
@@ -57,7 +58,7 @@ ON_MODE_ERROR_RETRY_S = 5.0
 ERROR_BACKOFF_S = (1.0, 5.0)  # first, cap
 
 
-class HandshakeMode(str, enum.Enum):
+class HandshakeMode(enum.StrEnum):
     AUTO = "auto"
     ON = "on"
     OFF = "off"

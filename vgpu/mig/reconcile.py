@@ -274,7 +274,7 @@ def reconcile(
         _rollback(nvml, uuid, created_cis, created_gis, observer)
         raise
     devices = []
-    for inst, (gi_id, ci_id) in zip(plan.instances, ids):
+    for inst, (gi_id, ci_id) in zip(plan.instances, ids, strict=True):
         mig_uuid = uuids.get((gi_id, ci_id))
         if mig_uuid is None:
             raise MigResolveError(

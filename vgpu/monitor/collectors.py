@@ -232,7 +232,7 @@ class SelfCollector(Collector):
         with s.lock:
             fam("vgpu_monitor_scrapes_total", "Scrapes of /metrics served", "counter", [([], s.scrapes)])
             h = RenderedFamily("vgpu_monitor_scrape_duration_seconds", "Time to build and render /metrics", "histogram")
-            for bound, n in zip(SCRAPE_BUCKETS, s.scrape_bucket_counts):
+            for bound, n in zip(SCRAPE_BUCKETS, s.scrape_bucket_counts, strict=True):
                 h.lines.append(f'vgpu_monitor_scrape_duration_seconds_bucket{{le="{bound}"}} {n}\n')
             h.lines.append(f'vgpu_monitor_scrape_duration_seconds_bucket{{le="+Inf"}} {s.scrapes}\n')
             h.lines.append(f"vgpu_monitor_scrape_duration_seconds_sum {_num(s.scrape_seconds_sum)}\n")

@@ -64,7 +64,7 @@ def plan_feedback(regions: Sequence[FeedbackInput]) -> list[FeedbackWrite]:
         rk_after.append(rk)
 
     writes: list[FeedbackWrite] = []
-    for c, rk in zip(regions, rk_after):  # pass 2
+    for c, rk in zip(regions, rk_after, strict=True):  # pass 2
         p = c.priority
         higher = False
         crowded = False

@@ -1,4 +1,5 @@
-"""The exported families, parsed: names, HELP/TYPE, labels and values (monitor-metrics.md §1–§4, M-2, M-4, M-5, M-7, M-8, M-10)."""
+"""The exported families, parsed: names, HELP/TYPE, labels and values
+(monitor-metrics.md §1–§4, M-2, M-4, M-5, M-7, M-8, M-10)."""
 
 from __future__ import annotations
 

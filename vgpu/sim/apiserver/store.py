@@ -52,6 +52,9 @@ Key = tuple[str, str]  # (namespace or "", name)
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PATCH_TYPES = ("strategic", "merge", "json")
+# The match-everything selectors, shared as defaults: both are frozen dataclasses.
+ALL_FIELDS = FieldSelector()
+ALL_LABELS = LabelSelector()
 
 
 def compile_selectors(
@@ -212,8 +215,8 @@ class Store:
         self,
         resource: str,
         namespace: str | None = None,
-        fields: FieldSelector = FieldSelector(),
-        labels: LabelSelector = LabelSelector(),
+        fields: FieldSelector = ALL_FIELDS,
+        labels: LabelSelector = ALL_LABELS,
         *,
         limit: int | None = None,
         continue_token: str | None = None,
@@ -493,8 +496,8 @@ class Store:
         self,
         resource: str,
         namespace: str | None = None,
-        fields: FieldSelector = FieldSelector(),
-        labels: LabelSelector = LabelSelector(),
+        fields: FieldSelector = ALL_FIELDS,
+        labels: LabelSelector = ALL_LABELS,
         *,
         resource_version: str | None = None,
         send_initial_events: bool | None = None,

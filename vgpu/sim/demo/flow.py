@@ -657,7 +657,7 @@ class Demo:
             if node is not None:
                 try:
                     ann = cluster.node_annotations(spec.name)
-                except Exception:  # the store is in memory; this only guards a half-started run
+                except Exception:  # noqa: BLE001 - the store is in memory; this only guards a half-started run
                     ann = {}
                 regs = [r for r in node.kubelet.registrations if r.accepted]
                 entry.update(

@@ -3,8 +3,9 @@
 It reads the whole file and ``struct.unpack``s it with the offsets of
 :mod:`vgpu.hamicore.layouts` (the spec tables), independently of the C structs.  Tests compare
 it with the native reader on every generated and fuzzed file; benchmarks use it as the
-baseline.  It has no seqlock retry loop (an odd seqlock in the image means "skipped") and no fd safety (it follows symlinks, it can block on a FIFO),
-which is exactly why the monitor uses :mod:`vgpu.hamicore.region` instead.
+baseline.  It has no seqlock retry loop (an odd seqlock in the image means "skipped") and no fd
+safety (it follows symlinks, it can block on a FIFO), which is exactly why the monitor uses
+:mod:`vgpu.hamicore.region` instead.
 """
 
 from __future__ import annotations

@@ -320,7 +320,7 @@ class VolcanoSchedulerEmulator:
                             self._forget_node(obj.metadata.name)
                     if stop.is_set():
                         break
-            except Exception as exc:  # relist after any watch failure, as an informer does
+            except Exception as exc:  # noqa: BLE001 - relist after any watch failure, as an informer does
                 log.debug("node watch restarts after %r", exc)
                 rv = None
                 stop.wait(0.2)
