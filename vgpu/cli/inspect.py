@@ -217,7 +217,8 @@ def render_cache(snap: RegionSnapshot, slots: list[SlotInfo]) -> str:
     )
     for dev in snap.devices:
         lines.append(
-            f"device {dev.index}:    {dev.uuid}  used {_mib(dev.used_bytes)} (context {_mib(dev.context_bytes)}, "
+            f"device {dev.vdevice_index}:    {dev.uuid}  used {_mib(dev.used_bytes)} "
+            f"(context {_mib(dev.context_bytes)}, "
             f"data {_mib(dev.data_bytes)})  monitor {_mib(dev.monitor_used_bytes)}  "
             f"sm_util {dev.sm_util}%  procs {dev.procs}"
         )

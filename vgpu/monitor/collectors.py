@@ -156,12 +156,12 @@ class ContainerCollector(Collector):
                 age = max(0, now - lkt) if lkt else None  # lkt None (no field) or 0 (never): not emitted
                 cache = t.labels
                 for dev in snap.devices:
-                    key = (ident, dev.index, dev.uuid)
+                    key = (ident, dev.vdevice_index, dev.uuid)
                     lab = cache.get(key)
                     if lab is None:
                         if len(cache) >= _LABEL_CACHE_CAP:
                             cache.clear()
-                        lab = cache[key] = _container_labels(ident, dev.index, dev.uuid)
+                        lab = cache[key] = _container_labels(ident, dev.vdevice_index, dev.uuid)
                     leg, ham = lab
                     used = dev.used_bytes
                     if legacy:

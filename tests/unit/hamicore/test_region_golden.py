@@ -209,7 +209,7 @@ def test_writer_files_decode_to_the_expected_numbers(tmp_path, variant):
     if variant == "original":
         for d in want:
             d["sm_util"] = 0
-    assert [d._asdict() for d in snap.devices] == want
+    assert [d.as_dict() for d in snap.devices] == want
     assert snap.anomalies == ()
     assert_same(snap, reference.read_file(path))
 
