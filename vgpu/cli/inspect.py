@@ -156,7 +156,7 @@ def render_value(r: Mapping[str, Any]) -> str:
     return f"{r['kind']}: {d}"
 
 
-def _emit(reports: list[NodeReport | PodReport | dict[str, Any]], as_json: bool) -> int:
+def _emit(reports: Sequence[NodeReport | PodReport | dict[str, Any]], as_json: bool) -> int:
     if as_json:
         docs = [r if isinstance(r, dict) else asdict(r) for r in reports]
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
