@@ -102,7 +102,7 @@ def run(library: str | None = None, rounds: int = 200) -> dict[str, Any]:
                     # memory total never changes: both paths must agree on it
                     "matches_pynvml_total": d.memory_total_bytes == r[0],
                 }
-                for d, r in zip(node.devices, ref)
+                for d, r in zip(node.devices, ref, strict=False)
             ]
             into_us = _median_us(sampler.sample_into, rounds)
             objects_us = _median_us(sampler.sample, rounds)
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         f"library {report['library']}, driver {report['driver_version']}, "
         f"{len(report['gpus'])} GPU(s), discovery {report['discovery_ms']} ms"
     )
-    for g, s in zip(report["gpus"], report["sample"]):
+    for g, s in zip(report["gpus"], report["sample"], strict=False):
         print(
             f"  GPU {g['index']} {g['name']} {g['uuid']} minor {g['minor']} {g['memory_total_mib']} MiB "
             f"mig_capable={g['mig_capable']} mig_mode={g['mig_mode']} used={s['memory_used_bytes']} "

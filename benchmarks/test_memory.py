@@ -249,7 +249,8 @@ def test_monitor_rss_after_startup_and_1000_scrapes_of_100_containers(benchmark,
     )
     print(
         f"\nvgpu monitor RSS: {startup:.1f} MB after startup, {after:.1f} MB after {SCRAPES} scrapes of "
-        f"{CONTAINERS} containers ({after - startup:+.1f} MB); scrape median {benchmark.stats.stats.median * 1e3:.2f} ms"
+        f"{CONTAINERS} containers ({after - startup:+.1f} MB); "
+        f"scrape median {benchmark.stats.stats.median * 1e3:.2f} ms"
     )
     assert_gates(
         record_gate("memory.monitor.rss_startup", startup, containers=CONTAINERS),

@@ -54,7 +54,7 @@ def _same_data(sampler: Sampler, baseline: PynvmlSampler) -> None:
     node = sampler.sample()
     ref = baseline.sample()
     assert len(node.devices) == len(ref) == DEVICES
-    for dev, (total, used, ugpu, umem, procs) in zip(node.devices, ref):
+    for dev, (total, used, ugpu, umem, procs) in zip(node.devices, ref, strict=True):
         assert (dev.memory_total_bytes, dev.memory_used_bytes) == (total, used)
         assert (dev.utilization_gpu, dev.utilization_memory) == (ugpu, umem)
         assert [(p.pid, p.used_memory_bytes) for p in dev.processes] == [(p, m) for p, m, _ in procs]

@@ -63,7 +63,7 @@ def cluster(shared_cluster: SharedCluster, request: pytest.FixtureRequest) -> It
 
 
 @pytest.fixture
-def fresh_cluster(cluster_factory) -> Cluster:
+def fresh_cluster(cluster_factory) -> Cluster:  # noqa: F811 - pytest injects the fixture re-exported above
     """A cluster of this test's own (its fault is not undone by the end of the test)."""
     return cluster_factory()
 

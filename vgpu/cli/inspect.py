@@ -56,7 +56,7 @@ class InspectForm:
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     cells = [list(map(str, header))] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in cells]
 
 
 def render_node(rep: NodeReport) -> str:
@@ -156,7 +156,7 @@ def render_value(r: Mapping[str, Any]) -> str:
     return f"{r['kind']}: {d}"
 
 
-def _emit(reports: list[NodeReport | PodReport | dict[str, Any]], as_json: bool) -> int:
+def _emit(reports: Sequence[NodeReport | PodReport | dict[str, Any]], as_json: bool) -> int:
     if as_json:
         docs = [r if isinstance(r, dict) else asdict(r) for r in reports]
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
@@ -217,7 +217,8 @@ def render_cache(snap: RegionSnapshot, slots: list[SlotInfo]) -> str:
     )
     for dev in snap.devices:
         lines.append(
-            f"device {dev.index}:    {dev.uuid}  used {_mib(dev.used_bytes)} (context {_mib(dev.context_bytes)}, "
+            f"device {dev.vdevice_index}:    {dev.uuid}  used {_mib(dev.used_bytes)} "
+            f"(context {_mib(dev.context_bytes)}, "
             f"data {_mib(dev.data_bytes)})  monitor {_mib(dev.monitor_used_bytes)}  "
             f"sm_util {dev.sm_util}%  procs {dev.procs}"
         )

@@ -66,6 +66,9 @@ def add_settings(parser: argparse.ArgumentParser, settings: Iterable[Setting]) -
 
 def resolve_settings(
     args: argparse.Namespace, environ: Mapping[str, str], settings: Iterable[Setting]
-) -> dict[str, str | None]:
-    """Flag > env var (non-empty) > default, by ``dest``."""
+) -> dict[str, Any]:
+    """Flag > env var (non-empty) > default, by ``dest``.
+
+    Each value is a ``str`` or None; typed ``Any`` as the keyword arguments of an options dataclass.
+    """
     return {s.dest: getattr(args, s.dest, None) or environ.get(s.env) or s.default for s in settings}

@@ -21,8 +21,9 @@ import enum
 import logging
 import os
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from vgpu._native import ffi, lib
 from vgpu.hamicore.layouts import Layout
@@ -66,7 +67,7 @@ class RegionError(Exception):
     ``errno`` the OS error number where one applies.
     """
 
-    def __init__(self, code: RegionErrorCode, path: str, detail: str, errno: int = 0):
+    def __init__(self, code: RegionErrorCode, path: str, detail: str, errno: int | None = 0):
         self.code = code
         self.path = path
         self.detail = detail
@@ -86,7 +87,7 @@ class DeviceUsage(NamedTuple):
     (NamedTuples, not dataclasses: a monitor tick builds thousands; see benchmarks.)
     """
 
-    index: int  # in-container NVML index d
+    vdevice_index: int  # in-container NVML index d
     uuid: str  # the NUL-terminated uuids[d]
     limit_bytes: int  # 0 = unlimited
     sm_limit: int  # percent; 100 (or 0) = unlimited
@@ -98,6 +99,20 @@ class DeviceUsage(NamedTuple):
     monitor_used_bytes: int  # Σ monitorused[d]
     sm_util: int  # Σ device_util[d].sm_util, percent (0 on the original layout)
     procs: int  # slots in use with used[d].total > 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data (for JSON), under :data:`DEVICE_KEYS`."""
+        return dict(zip(DEVICE_KEYS, self, strict=True))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceUsage:
+        """The inverse of :meth:`as_dict`."""
+        return cls._make(data[k] for k in DEVICE_KEYS)
+
+
+# The plain-data keys of a DeviceUsage: the field ``vdevice_index`` (a NamedTuple field cannot be
+# called ``index``: that is tuple.index) keeps its key ``index`` in JSON and the reference decoder.
+DEVICE_KEYS: Final = ("index", *DeviceUsage._fields[1:])
 
 
 class RegionSnapshot(NamedTuple):
@@ -152,7 +167,7 @@ class RegionSnapshot(NamedTuple):
         out = self._asdict()
         out["layout"] = self.layout_name
         out["version"] = self.version
-        out["devices"] = [d._asdict() for d in self.devices]
+        out["devices"] = [d.as_dict() for d in self.devices]
         return out
 
 
@@ -264,7 +279,8 @@ assert list(RegionSnapshot._fields[4:15]) == [
 
 SEQLOCK_RETRIES = 100  # VGPU_REGION_SEQLOCK_RETRIES
 
-_ANOMALY_TEXT = (
+# (anomaly bit, its text from the summary fields and the devices with a bad uuid)
+_ANOMALY_TEXT: tuple[tuple[int, Callable[[tuple[Any, ...], list[int]], str]], ...] = (
     (lib.VGPU_REGION_A_DEVICE_NUM_CLAMPED, lambda h, bad: f"device_num {h[_DEVICE_NUM_RAW]} clamped to 16"),
     (lib.VGPU_REGION_A_PROC_NUM_CLAMPED, lambda h, bad: f"proc_num {h[_PROC_NUM_RAW]} clamped to 1024"),
     (lib.VGPU_REGION_A_PROC_NUM_NEGATIVE, lambda h, bad: f"proc_num {h[_PROC_NUM_RAW]} is negative; read as 0"),
@@ -282,7 +298,7 @@ _ANOMALY_TEXT = (
 _warned_minors: set[int] = set()
 
 
-def _error(err, path: str) -> RegionError:
+def _error(err: Any, path: str) -> RegionError:
     return RegionError(
         RegionErrorCode(err.code), path, ffi.string(err.message).decode("utf-8", "replace"), err.sys_errno
     )
@@ -300,7 +316,7 @@ def _uuid(raw: bytes) -> str:
     return text
 
 
-def _snapshot(buf, path: str) -> RegionSnapshot:
+def _snapshot(buf: memoryview, path: str) -> RegionSnapshot:
     """Build the snapshot from the raw bytes of a ``vgpu_region_summary_t``."""
     h = _HEAD.unpack_from(buf)
     new = tuple.__new__
@@ -315,7 +331,9 @@ def _snapshot(buf, path: str) -> RegionSnapshot:
     return snapshot_from_summary(h, devices, invalid, path)
 
 
-def snapshot_from_summary(h, devices: list[DeviceUsage], invalid: list[int], path: str) -> RegionSnapshot:
+def snapshot_from_summary(
+    h: tuple[Any, ...], devices: list[DeviceUsage], invalid: list[int], path: str
+) -> RegionSnapshot:
     """The snapshot from the summary fields ``h`` (native order) and the usable devices.
 
     The pure-Python reference reader of the test stand-ins builds its snapshots here too, so

@@ -279,7 +279,7 @@ class KubeClient:
         return self._call(f"get node {name}", self.core.read_node, name)
 
     def list_nodes(self, *, field_selector: str | None = None) -> ListResult:
-        kw = {"field_selector": field_selector} if field_selector else {}
+        kw: dict[str, Any] = {"field_selector": field_selector} if field_selector else {}
         return self._list_result(self._call("list nodes", self.core.list_node, **kw))
 
     def watch_nodes(self, *, field_selector: str | None, resource_version: str) -> WatchStream:

@@ -9,6 +9,7 @@ Node events use the kubelet's convention: namespace ``default``, ``uid`` = the n
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +37,7 @@ def _truncate(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 
 
-def pod_reference(pod: dict[str, Any]) -> dict[str, Any]:
+def pod_reference(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
     return {
         "apiVersion": "v1",
@@ -83,7 +84,7 @@ class EventRecorder:
         self.client = client
         self.host = host
 
-    def pod_event(self, pod: dict[str, Any], reason: str, message: str, event_type: str = "Warning") -> None:
+    def pod_event(self, pod: Mapping[str, Any], reason: str, message: str, event_type: str = "Warning") -> None:
         ref = pod_reference(pod)
         self.client.create_event(ref["namespace"], build_event(ref, event_type, reason, message, self.host))
 

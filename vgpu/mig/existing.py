@@ -148,7 +148,7 @@ def read_existing(
         profile = profiles[row.query]
         gi = ExistingGi(row.handle, row.id, row.profile_id, row.placement, profile)
         cps = ci_profiles.known(profile) if row.cis is not None else None
-        if cps is None:  # CI profiles learnt from this GI; its CIs read call by call
+        if cps is None or row.cis is None:  # CI profiles learnt from this GI; its CIs read call by call
             _read_cis(nvml, gi, ci_profiles)
         else:
             for ci_handle, ci_id, k in row.cis:

@@ -46,7 +46,7 @@ class MigAllocation:
         try:
             return [
                 r.device(d.mig.position).mig_uuid  # type: ignore[union-attr]
-                for d, r in zip(devices, self.apply_devices(devices, pod, node_pods))
+                for d, r in zip(devices, self.apply_devices(devices, pod, node_pods), strict=True)
             ]
         except NvmlError as exc:
             raise MigError(f"MIG apply failed: {exc}") from None

@@ -179,15 +179,15 @@ def _rollback(
     observer: Observer | None,
 ) -> None:
     """Destroy what this apply created, newest first; failures are logged, never raised."""
-    for handle, gi_id, ci_id in reversed(cis):
+    for ci_handle, gi_id, ci_id in reversed(cis):
         try:
-            nvml.destroy_compute_instance(handle)
+            nvml.destroy_compute_instance(ci_handle)
             _notify(observer, MigStep("rollback-ci", uuid, gi_id, ci_id))
         except NvmlError as exc:
             log.error("MIG rollback on %s: cannot destroy compute instance %d of GI %d: %s", uuid, ci_id, gi_id, exc)
-    for handle, gi_id in reversed(gis):
+    for gi_handle, gi_id in reversed(gis):
         try:
-            nvml.destroy_gpu_instance(handle)
+            nvml.destroy_gpu_instance(gi_handle)
             _notify(observer, MigStep("rollback-gi", uuid, gi_id))
         except NvmlError as exc:
             log.error("MIG rollback on %s: cannot destroy GPU instance %d: %s", uuid, gi_id, exc)
@@ -218,6 +218,7 @@ def reconcile(
     desired = plan.keys
     doomed = []
     kept = {}
+    gi: ExistingGi | None
     for gi in existing:
         key = gi.key
         if key in desired:
@@ -274,7 +275,7 @@ def reconcile(
         _rollback(nvml, uuid, created_cis, created_gis, observer)
         raise
     devices = []
-    for inst, (gi_id, ci_id) in zip(plan.instances, ids):
+    for inst, (gi_id, ci_id) in zip(plan.instances, ids, strict=True):
         mig_uuid = uuids.get((gi_id, ci_id))
         if mig_uuid is None:
             raise MigResolveError(
@@ -285,11 +286,11 @@ def reconcile(
     found = tuple(devices)
     if memo is None or destroyed or created_positions:
         return ApplyResult(uuid, plan.group, found, tuple(destroyed), tuple(created_positions))
-    key = ("apply", uuid, plan.group)
-    hit = memo.get(key)
+    memo_key = ("apply", uuid, plan.group)
+    hit = memo.get(memo_key)
     if hit is not None and hit.devices == found:  # identical infos: the memo's objects
         return hit
-    result = memo[key] = ApplyResult(uuid, plan.group, found)
+    result = memo[memo_key] = ApplyResult(uuid, plan.group, found)
     return result
 
 

@@ -132,7 +132,10 @@ def _prepare_one(manager: MigManager, gpu: GpuInfo, enabled: list[str], warnings
 def prepare_mig_gpus(manager: MigManager, gpus: Sequence[GpuInfo]) -> MigStartupReport:
     """Run docs/mig.md §5.1 for ``gpus`` (the non-filtered ones); excluded GPUs are also marked in
     ``manager`` so that an allocation on them fails clearly.  Never raises for one bad GPU."""
-    usable, excluded, enabled, warnings = [], [], [], []
+    usable: list[str] = []
+    excluded: list[GpuExclusion] = []
+    enabled: list[str] = []
+    warnings: list[str] = []
     for gpu in gpus:
         reason = _prepare_one(manager, gpu, enabled, warnings)
         if reason is None:

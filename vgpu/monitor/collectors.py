@@ -156,12 +156,12 @@ class ContainerCollector(Collector):
                 age = max(0, now - lkt) if lkt else None  # lkt None (no field) or 0 (never): not emitted
                 cache = t.labels
                 for dev in snap.devices:
-                    key = (ident, dev.index, dev.uuid)
+                    key = (ident, dev.vdevice_index, dev.uuid)
                     lab = cache.get(key)
                     if lab is None:
                         if len(cache) >= _LABEL_CACHE_CAP:
                             cache.clear()
-                        lab = cache[key] = _container_labels(ident, dev.index, dev.uuid)
+                        lab = cache[key] = _container_labels(ident, dev.vdevice_index, dev.uuid)
                     leg, ham = lab
                     used = dev.used_bytes
                     if legacy:
@@ -232,7 +232,7 @@ class SelfCollector(Collector):
         with s.lock:
             fam("vgpu_monitor_scrapes_total", "Scrapes of /metrics served", "counter", [([], s.scrapes)])
             h = RenderedFamily("vgpu_monitor_scrape_duration_seconds", "Time to build and render /metrics", "histogram")
-            for bound, n in zip(SCRAPE_BUCKETS, s.scrape_bucket_counts):
+            for bound, n in zip(SCRAPE_BUCKETS, s.scrape_bucket_counts, strict=True):
                 h.lines.append(f'vgpu_monitor_scrape_duration_seconds_bucket{{le="{bound}"}} {n}\n')
             h.lines.append(f'vgpu_monitor_scrape_duration_seconds_bucket{{le="+Inf"}} {s.scrapes}\n')
             h.lines.append(f"vgpu_monitor_scrape_duration_seconds_sum {_num(s.scrape_seconds_sum)}\n")

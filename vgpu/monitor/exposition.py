@@ -54,7 +54,7 @@ class RenderedFamily(Metric):
         super().__init__(name, documentation, typ)
         self.lines: list[str] = []
 
-    @property  # type: ignore[override]
+    @property
     def samples(self) -> list[Any]:
         return [parse_sample_line(line) for line in self.lines]
 
@@ -107,5 +107,5 @@ def render(families: Iterable[Metric]) -> bytes:
                 out.append(family.header())
                 out.extend(family.lines)
         elif family.samples:
-            out.append(generate_latest(_One(family)).decode("utf-8"))  # type: ignore[arg-type]
+            out.append(generate_latest(_One(family)).decode("utf-8"))
     return "".join(out).encode("utf-8")

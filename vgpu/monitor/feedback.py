@@ -24,16 +24,19 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)  # the caller's region key, handed back in its writes
 
 RECENT_KERNEL = "recent_kernel"
 UTILIZATION_SWITCH = "utilization_switch"
 
 
 @dataclass(frozen=True, slots=True)
-class FeedbackInput:
+class FeedbackInput(Generic[K]):
     """What one region said this tick."""
 
-    key: Hashable
+    key: K
     recent_kernel: int
     utilization_switch: int
     priority: int
@@ -41,14 +44,14 @@ class FeedbackInput:
 
 
 @dataclass(frozen=True, slots=True)
-class FeedbackWrite:
-    key: Hashable
+class FeedbackWrite(Generic[K]):
+    key: K
     field: str  # RECENT_KERNEL or UTILIZATION_SWITCH
     old: int
     new: int
 
 
-def plan_feedback(regions: Sequence[FeedbackInput]) -> list[FeedbackWrite]:
+def plan_feedback(regions: Sequence[FeedbackInput[K]]) -> list[FeedbackWrite[K]]:
     """The writes of one tick, recent_kernel before utilization_switch per region."""
     rk_after: list[int] = []
     # uuid -> {priority: active count}
@@ -63,18 +66,18 @@ def plan_feedback(regions: Sequence[FeedbackInput]) -> list[FeedbackWrite]:
                     per[c.priority] = per.get(c.priority, 0) + 1
         rk_after.append(rk)
 
-    writes: list[FeedbackWrite] = []
-    for c, rk in zip(regions, rk_after):  # pass 2
+    writes: list[FeedbackWrite[K]] = []
+    for c, rk in zip(regions, rk_after, strict=True):  # pass 2
         p = c.priority
         higher = False
         crowded = False
         for u in c.uuids:
-            per = active.get(u)
-            if not per:
+            by_priority = active.get(u)
+            if not by_priority:
                 continue
-            if not higher and any(q < p and n > 0 for q, n in per.items()):
+            if not higher and any(q < p and n > 0 for q, n in by_priority.items()):
                 higher = True
-            if per.get(p, 0) > 1:
+            if by_priority.get(p, 0) > 1:
                 crowded = True
         if higher:
             rk = -1

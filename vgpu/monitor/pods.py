@@ -57,7 +57,7 @@ class PodInfo:
         ann = meta.get("annotations")
         ann = ann if isinstance(ann, dict) else {}
         ids = ann.get(keys.VGPU_IDS_NEW)
-        vgpu = ()
+        vgpu: tuple[str, ...] = ()
         if ids:  # only pods the scheduler gave devices need it (hami_mig_device_info)
             names = names or default_resource_names()
             vgpu = tuple(str(c["name"]) for c in specs if requests_vgpu(c, names))

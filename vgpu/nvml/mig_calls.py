@@ -147,7 +147,7 @@ class InstanceQuery(NamedTuple):
     (``None``: unknown yet, the GIs are listed without their CIs).  Built once, reused."""
 
     cdata: Any
-    count: int
+    n_entries: int
 
 
 def instance_query(entries: Sequence[tuple[int, Sequence[int] | None]]) -> InstanceQuery:
@@ -176,7 +176,7 @@ class GiRow(NamedTuple):
 
 
 class MigDeviceRow(NamedTuple):
-    index: int
+    mig_index: int  # the index of nvmlDeviceGetMigDeviceHandleByIndex
     gpu_instance_id: int
     compute_instance_id: int
     uuid: str
@@ -445,7 +445,7 @@ class MigNvml:
         s = self._scratch
         gis, cis, st = s.gis, s.cis, s.status
         rc = lib.vnv_mig_read_instances(
-            self.native.ctx, device.ptr, query.cdata, query.count, gis, _BULK_CAP, cis, _BULK_CAP, st
+            self.native.ctx, device.ptr, query.cdata, query.n_entries, gis, _BULK_CAP, cis, _BULK_CAP, st
         )
         if rc != 0:
             raise self.native.error(rc, _bulk_function(st.call, st.arg))

@@ -103,7 +103,7 @@ def _convert(n: int, devices: Any, processes: Any, per_device: int) -> tuple[Dev
     proc_raw = ffi.buffer(processes, n * per_device * _PROCESS.size) if per_device else b""
     out = []
     for i, (
-        handle_rc,
+        _handle_rc,
         mem_rc,
         util_rc,
         procs_rc,

@@ -120,6 +120,11 @@ class PluginDaemon:
 
     # -- startup -----------------------------------------------------------------------
 
+    def _config(self) -> EffectiveConfig:
+        """The loaded config, for the parts that read it later (set by :meth:`start` first)."""
+        assert self.cfg is not None
+        return self.cfg
+
     def start(self) -> int:
         """Everything up to (not including) serving; EXIT_OK, or the exit status of the failure."""
         opts = self.opts
@@ -184,9 +189,7 @@ class PluginDaemon:
             return checked_gpus(self.cfg, self.all_gpus)
 
         try:
-            self.mig, self.gpus = start_mig_node(
-                opts.nvml_library, lambda: self.cfg, self.gpus, opts.node_name, rediscover
-            )
+            self.mig, self.gpus = start_mig_node(opts.nvml_library, self._config, self.gpus, opts.node_name, rediscover)
         except (NvmlError, RuntimeError, SizeCheckError) as exc:
             log.error("MIG cannot start: %s", exc)
             return EXIT_RUNTIME
@@ -197,7 +200,7 @@ class PluginDaemon:
         opts = self.opts
         self.volcano = VolcanoSide.create(
             VolcanoOptions(opts.node_name, opts.kubeconfig, opts.hook_path, opts.handshake),
-            lambda: self.cfg,
+            self._config,
             self.gpus,
             self.health,
             self.environ,

@@ -163,7 +163,7 @@ class PluginSet:
         managers = list(managers)
         with self._serve_lock:
             if self.registered and self._same_registration(managers):
-                for server, m in zip(self.servers, managers):
+                for server, m in zip(self.servers, managers, strict=True):
                     server.retarget(m)
                 with self._lock:
                     self._managers, self._pending = managers, None

@@ -32,7 +32,7 @@ class ResourceManager:
         self.gpus = tuple(gpus)
         self.health = health
         self._blocks = [EncodedBlock(id_block(spec.kind, g, cfg)) for g in self.gpus]
-        self._by_prefix = {b.block.prefix: (g, b.block.count) for b, g in zip(self._blocks, self.gpus)}
+        self._by_prefix = {b.block.prefix: (g, b.block.count) for b, g in zip(self._blocks, self.gpus, strict=True)}
         self._uuids = frozenset(g.uuid for g in self.gpus)
         self._cond = threading.Condition()
         self._version = 0

@@ -60,7 +60,8 @@ class KubeletShortage:
                 (
                     view,
                     (
-                        f"kubelet-side shortage of {resource.resource_name} device IDs on node {self.node_name}: once pod "
+                        f"kubelet-side shortage of {resource.resource_name} device IDs "
+                        f"on node {self.node_name}: once pod "
                         f"{steered.view.key} is admitted the kubelet has {free} free, but this pod still needs {need}; "
                         f'the kubelet will refuse it itself at container {refused} ("Requested: {requested}, '
                         f'Available: {available}", '

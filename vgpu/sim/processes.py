@@ -185,10 +185,11 @@ class MonitorProcess(LoggedProcess):
         super().__init__(args, env, workdir / f"monitor-{time.monotonic_ns()}.log", name="vgpu monitor")
         self.port = 0
 
-    def start(self, timeout: float = 30.0) -> MonitorProcess:
+    def start(self, timeout: float = 30.0, *, append: bool = False) -> MonitorProcess:
         """Start it and wait (failing at once if it exits) for the log line naming its bound port."""
-        super().start()
+        super().start(append=append)
         m = wait_until(lambda: _SERVING.search(self.log()), timeout, "vgpu monitor to serve metrics", process=self)
+        assert m is not None  # wait_until returns a truthy value
         self.port = int(m.group(2))
         return self
 

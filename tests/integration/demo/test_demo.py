@@ -44,7 +44,7 @@ def test_scripted_run_reaches_every_milestone_and_leaves_nothing(demo):
 
     pods = {p["pod"].split("/")[1]: p for p in rep["pods"]}
     assert set(pods) == {"fractional-gpu", "multi-container", "two-gpus", "mig-slice", "oversized"}
-    for name, p in pods.items():
+    for p in pods.values():
         if p["expect"] == "success":
             assert (p["state"], p["bind_phase"]) == ("Running", "success"), p
             assert p["final_annotations"]["volcano.sh/devices-to-allocate"].strip(";") == ""

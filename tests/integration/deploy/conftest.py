@@ -15,7 +15,7 @@ from vgpu.sim.processes import MonitorProcess, wait_until
 def monitor_factory(tmp_path: pathlib.Path):
     started: list[MonitorProcess] = []
 
-    def make(cluster) -> MonitorProcess:
+    def make(cluster) -> MonitorProcess:  # noqa: F811 - a Cluster argument, not the re-exported fixture
         work = tmp_path / f"monitor{len(started)}"
         work.mkdir()
         kubeconfig = cluster.api.kubeconfig(work / "kubeconfig")
@@ -42,7 +42,7 @@ DRIVER_UA = "vgpu-tests/deploy-driver"
 """User-Agent of the test's own API requests (scheduler emulator), told apart from the daemons'."""
 
 
-def run_allocation_flow(cluster):
+def run_allocation_flow(cluster):  # noqa: F811 - a Cluster argument, not the re-exported fixture
     """Drive the plugin through its API-touching paths; returns the admitted container's result.
 
     Registration has happened (the fixture waited for it).  Then: a pod scheduled by the

@@ -30,7 +30,7 @@ def a100_class(names: list[str], memory: list[int]) -> dict[int, dict]:
             "placements": [(s, size) for s in starts],
             "memory": mem,
         }
-        for (const, inst, starts, size), name, mem in zip(A100_CONSTANTS, names, memory)
+        for (const, inst, starts, size), name, mem in zip(A100_CONSTANTS, names, memory, strict=True)
     }
 
 

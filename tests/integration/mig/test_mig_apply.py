@@ -35,7 +35,7 @@ def check_layout(child, group_plan, result) -> None:
     by_start = {g["start"]: g for g in layout}
     migs = {(m["gi"], m["ci"]): m["uuid"] for m in child.call("mig_devices(0)")}
     assert [d["position"] for d in result["devices"]] == list(range(len(group_plan)))
-    for d, (profile, start, size) in zip(result["devices"], group_plan):
+    for d, (profile, start, size) in zip(result["devices"], group_plan, strict=True):
         gi = by_start[start]
         assert (d["profile"], d["start"], d["size"]) == (profile, start, size)
         assert (gi["profile"], gi["gi"], gi["cis"][0]["id"]) == (profile, d["gi"], d["ci"])

@@ -81,7 +81,7 @@ def create_pod(
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         meta["labels"] = labels
-    obj = apiserver.store.create(
+    apiserver.store.create(
         "pods",
         {
             "apiVersion": "v1",

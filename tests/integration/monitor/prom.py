@@ -76,7 +76,7 @@ class Prometheus(LoggedProcess):
         self.port = 0
 
     def start(self, timeout: float = 60.0) -> Prometheus:
-        for attempt in range(3):  # a port picked as free may be taken meanwhile
+        for _attempt in range(3):  # a port picked as free may be taken meanwhile
             self.port = free_port()
             self.args = [
                 self.binary,

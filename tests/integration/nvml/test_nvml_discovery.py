@@ -35,7 +35,7 @@ def test_every_field_in_host_index_order(tmp_path, nvml_child):
     gpus = child.eval("discover_gpus()")
     cfg = fake.config["devices"]
     assert [g["index"] for g in gpus] == [0, 1, 2]
-    for gpu, dev in zip(gpus, cfg):
+    for gpu, dev in zip(gpus, cfg, strict=True):
         assert gpu["uuid"] == dev["uuid"]
         assert gpu["name"] == dev["name"]
         assert gpu["memory_total_mib"] == dev["memory_total_mib"]

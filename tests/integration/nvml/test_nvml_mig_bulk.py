@@ -27,7 +27,9 @@ def per_call(profiles):
         for gi in m.gpu_instances(d, pid):
             info = m.gpu_instance_info(gi)
             rows = None if ci_pids is None else [
-                (ci, m.compute_instance_info(ci).id, k) for k, cp in enumerate(ci_pids) for ci in m.compute_instances(gi, cp)]
+                (ci, m.compute_instance_info(ci).id, k)
+                for k, cp in enumerate(ci_pids)
+                for ci in m.compute_instances(gi, cp)]
             out.append((gi, q, info.id, info.profile_id, info.placement, rows))
     return out
 

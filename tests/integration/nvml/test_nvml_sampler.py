@@ -33,7 +33,7 @@ def test_values_equal_the_configured_ones(tmp_path, nvml_child):
     child = nvml_child(fake, SETUP.format(max_processes=16))
     node = child.eval("s.sample()")
     assert len(node["devices"]) == 3
-    for dev, cfg in zip(node["devices"], devices):
+    for dev, cfg in zip(node["devices"], devices, strict=True):
         assert dev["memory_rc"] == 0 and dev["utilization_rc"] == 0 and dev["processes_rc"] == 0
         assert dev["memory_total_bytes"] == cfg["memory_total_mib"] * MIB
         assert dev["memory_used_bytes"] == cfg["memory_used_mib"] * MIB

@@ -29,7 +29,7 @@ def test_registers_three_resources_with_names_endpoints_and_options(kubelet, two
     clients = kubelet.wait_for_plugins(NAMES, timeout=30)
     regs = {r.resource_name: r for r in kubelet.registrations}
     assert set(regs) == set(NAMES)
-    for name, sock in zip(NAMES, SOCKETS):
+    for name, sock in zip(NAMES, SOCKETS, strict=True):
         r = regs[name]
         assert (r.version, r.endpoint, r.accepted) == ("v1beta1", sock, True)
         assert r.get_preferred_allocation_available is (name == NAMES[0])

@@ -103,7 +103,9 @@ def _wait_plugins(kubelet: FakeKubelet, plugin: PluginProcess, timeout: float = 
         except TimeoutError:
             assert plugin.proc is not None
             if plugin.proc.poll() is not None:
-                raise AssertionError(f"vgpu plugin exited with {plugin.proc.returncode}:\n{plugin.log()[-3000:]}")
+                raise AssertionError(
+                    f"vgpu plugin exited with {plugin.proc.returncode}:\n{plugin.log()[-3000:]}"
+                ) from None
             if time.monotonic() > deadline:
                 raise
 

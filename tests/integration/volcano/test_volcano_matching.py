@@ -99,7 +99,7 @@ def test_100_randomized_trials_all_matched_and_upstream_rule_compared(cluster_fa
         sched = scheds["master" if trial % 2 == 0 else "v1.15"]
         k = rng.randint(2, 4)
         names = [f"t{trial}-{i}" for i in range(k)]
-        for name, count in zip(names, rng.sample([1, 2, 3, 4], k)):
+        for name, count in zip(names, rng.sample([1, 2, 3, 4], k), strict=True):
             c.create_pod(random_pod(rng, name, count))
             now[0] += rng.choice([0, 0, 1, 2])  # vgpu-time ties are frequent
             out = sched.schedule_once()
@@ -107,7 +107,15 @@ def test_100_randomized_trials_all_matched_and_upstream_rule_compared(cluster_fa
         admitting: list[str] = [""]
         right = {"oldest": True, "main": True}
 
-        def judge(res: str, avail: list[str], n: int, preferred: list[str] | None) -> list[str]:
+        def judge(
+            res: str,
+            avail: list[str],
+            n: int,
+            preferred: list[str] | None,
+            *,
+            admitting: list[str] = admitting,  # bound now: this trial's judge sees this trial's pods
+            right: dict[str, bool] = right,
+        ) -> list[str]:
             if res == NUMBER:
                 pods = c.store.list("pods")
                 me = c.pod(admitting[0])
@@ -135,7 +143,7 @@ def test_100_randomized_trials_all_matched_and_upstream_rule_compared(cluster_fa
             assert ann[keys.BIND_PHASE] == "success", (trial, name)
             segments = decode_pod_devices(ann[keys.VGPU_IDS_NEW])
             vgpu_ctrs = [x for x in pod["spec"]["containers"] if NUMBER in (x.get("resources") or {}).get("limits", {})]
-            for ctr, seg in zip(vgpu_ctrs, segments):
+            for ctr, seg in zip(vgpu_ctrs, segments, strict=False):
                 got = res.container(ctr["name"])
                 assert set(got.envs["NVIDIA_VISIBLE_DEVICES"].split(",")) == {d.uuid for d in seg}, (trial, name)
                 assert got.envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == f"{seg[0].usedmem}m"

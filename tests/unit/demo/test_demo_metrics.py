@@ -15,7 +15,7 @@ hami_vgpu_memory_used_bytes{namespace="ns",pod="q",container="c",vdevice_index="
 HostGPUMemoryUsage{deviceidx="0",deviceuuid="GPU-1",zone="vGPU"} 0
 vgpu_monitor_scrapes_total 12
 odd{path="a\\b \"q\"\nx"} NaN 1700000000
-"""
+"""  # noqa: E501 - exposition lines are test data, kept verbatim
 
 
 def test_parse_keeps_names_and_unescapes_labels():

@@ -60,5 +60,5 @@ def assert_same(snap, ref: dict) -> None:
     ):
         assert getattr(snap, key) == ref[key], key
     assert snap.limits == tuple(ref["limits"]) and snap.sm_limits == tuple(ref["sm_limits"])
-    assert [d._asdict() for d in snap.devices] == ref["devices"]
+    assert [d.as_dict() for d in snap.devices] == ref["devices"]
     assert list(snap.invalid_uuid_devices) == ref["invalid_uuid_devices"]

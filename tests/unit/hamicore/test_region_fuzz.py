@@ -109,7 +109,7 @@ def check(subject: Subject, *, expect: set[RegionErrorCode] | None = None) -> Re
         if expect is not None:
             assert exc.code in expect, exc
         return exc.code
-    except BaseException as exc:  # pragma: no cover - the point of the test
+    except BaseException as exc:  # noqa: BLE001 - anything else escaping is the failure under test  # pragma: no cover
         pytest.fail(f"{subject.label}: {type(exc).__name__} escaped the reader: {exc}")
     assert_same(snap, ref)
     assert snap.device_num <= 16 and 0 <= snap.proc_num <= 1024
@@ -234,7 +234,7 @@ def test_fuzz_truncated_and_oversized(subjects):
 
 def test_fuzz_wrong_magic(subjects):
     rng = random.Random(5003)
-    for case in range(N_MAGIC):
+    for _case in range(N_MAGIC):
         s = rng.choice(subjects)
         magic = rng.choice([0, 1, -1, MAGIC + 1, MAGIC - 1, 0x4EF72F01, rng.randrange(-(2**31), 2**31)])
         if magic == MAGIC:
@@ -247,7 +247,7 @@ def test_fuzz_wrong_magic(subjects):
 
 def test_fuzz_counts_out_of_range(subjects):
     rng = random.Random(5004)
-    for case in range(N_COUNTS):
+    for _case in range(N_COUNTS):
         s = rng.choice(subjects)
         spec = layouts.spec_for_size(len(s.mirror))
         device_num = rng.choice(SPECIAL_U64 + [rng.getrandbits(64), rng.randrange(17, 1000)])
@@ -351,7 +351,7 @@ def test_fuzz_file_kinds(subjects, tmp_path):
 
 def test_fuzz_file_changes_between_two_reads(subjects):
     rng = random.Random(5006)
-    for case in range(N_BETWEEN_READS):
+    for _case in range(N_BETWEEN_READS):
         s = rng.choice(subjects)
         with Region.open(s.path, writable=True) as region:
             first = region.read()
@@ -389,7 +389,7 @@ def test_fuzz_file_changes_between_two_reads(subjects):
 
 def test_fuzz_garbage_blocks(subjects):
     rng = random.Random(5007)
-    for case in range(N_GARBAGE):
+    for _case in range(N_GARBAGE):
         s = rng.choice(subjects)
         spec = layouts.spec_for_size(len(s.mirror))
         for _ in range(rng.randint(1, 3)):

@@ -104,7 +104,7 @@ def test_real_after_exit_file_excludes_the_cleared_slot_only(real_fixtures):
 
 
 def test_reference_decoder_agrees_on_real_files(real_fixtures):
-    for name, path in real_fixtures.items():
+    for path in real_fixtures.values():
         assert_same(read_region(path), reference.read_file(path))
 
 
@@ -209,7 +209,7 @@ def test_writer_files_decode_to_the_expected_numbers(tmp_path, variant):
     if variant == "original":
         for d in want:
             d["sm_util"] = 0
-    assert [d._asdict() for d in snap.devices] == want
+    assert [d.as_dict() for d in snap.devices] == want
     assert snap.anomalies == ()
     assert_same(snap, reference.read_file(path))
 

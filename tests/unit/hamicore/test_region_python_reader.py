@@ -66,7 +66,7 @@ def test_same_snapshots_on_every_layout_and_real_file(subjects):
         snap = assert_same_result(s.path)
         assert isinstance(snap, RegionSnapshot), s.label
         if s.label in scenario.VARIANTS:
-            assert [d._asdict() for d in snap.devices] == [
+            assert [d.as_dict() for d in snap.devices] == [
                 dict(d, sm_util=d["sm_util"] if snap.has_util else 0) for d in scenario.STANDARD_EXPECTED["devices"]
             ]
 

@@ -160,7 +160,7 @@ def test_huge_device_num_is_clamped(v12):
     snap = read_region(v12)
     assert snap.device_num == 16 and snap.device_num_raw == 2**63
     assert "device_num 9223372036854775808 clamped to 16" in snap.anomalies
-    assert [d.index for d in snap.devices] == [0, 1]  # 2..15 have no uuid
+    assert [d.vdevice_index for d in snap.devices] == [0, 1]  # 2..15 have no uuid
 
 
 @pytest.mark.parametrize("raw,clamped", [(2**31 - 1, 1024), (1025, 1024), (-1, 0), (-(2**31), 0)])
@@ -175,7 +175,7 @@ def test_proc_num_out_of_range_is_clamped(v12, raw, clamped):
 def test_invalid_uuid_skips_only_that_device(v12):
     _poke(v12, layouts.V1.off_uuids + 96, "96s", b"\xffGPU-evil" + b"X" * 87)  # no NUL, not ASCII
     snap = read_region(v12)
-    assert [d.index for d in snap.devices] == [0]
+    assert [d.vdevice_index for d in snap.devices] == [0]
     assert snap.invalid_uuid_devices == (1,)
     assert "uuid of device 1" in snap.anomalies[0]
 

@@ -312,7 +312,7 @@ def test_on_and_off_against_v115(harness, mode):
     h = harness("v1.15", mode)
     t0 = h.clock.unix()
     h.settle()
-    for s in range(120):
+    for _ in range(120):
         h.step(1.0)
     writes = h.plugin_node_writes()
     if mode is ON:
@@ -358,7 +358,7 @@ def test_registrar_thread_on_fake_clock_answers_every_stamp_30s_later(harness):
     h = harness("v1.15", AUTO, loop=True)
     t0 = h.clock.unix()
     h.settle()
-    for s in range(150):
+    for _ in range(150):
         h.step(1.0)
     writes = [round(t - t0) for t in h.plugin_node_writes()]
     assert writes == [0, 30, 60, 90, 120, 150], writes

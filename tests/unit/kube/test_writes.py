@@ -97,7 +97,7 @@ def test_pod_views_are_built_once_per_resource_version_and_per_resource_names():
     first = views.current(names)
     assert [v.uid for v in first] == ["a", "b"] and len(first[0].containers) == 1
     again = views.current(names)
-    assert all(x is y for x, y in zip(first, again))  # same pods, same versions: reused
+    assert all(x is y for x, y in zip(first, again, strict=True))  # same pods, same versions: reused
     views.write_through(pod("a", "2"))
     third = views.current(names)
     assert third[0] is first[1] and third[1] is not first[0] and third[1].resource_version == "2"

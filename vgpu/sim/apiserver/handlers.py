@@ -311,7 +311,9 @@ class Handlers:
         if verb == "update":
             body = self._body(req)
             if isinstance(body, dict):
-                meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+                meta = body.get("metadata")
+                if not isinstance(meta, dict):
+                    meta = {}
                 if meta.get("name") and meta["name"] != r.name:
                     raise errors.bad_request(
                         f"the name of the object ({meta['name']}) does not match the name on the URL ({r.name})"

@@ -192,6 +192,7 @@ class LabelRequirement:
             return not present
         if not present:
             return False
+        assert value is not None  # present: labels map str to str
         try:
             have, want = int(value), int(self.values[0])
         except ValueError:

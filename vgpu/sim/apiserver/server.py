@@ -104,7 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
@@ -308,7 +308,9 @@ class ApiServer:
             raise RuntimeError("the simulated API server is already running")
         self.stopping_event.clear()
         self._httpd = _HTTPServer((host, port), self)
-        self._host, self._port = self._httpd.server_address[:2]
+        bound_host, self._port = self._httpd.server_address[:2]
+        assert isinstance(bound_host, str)  # AF_INET: (host, port)
+        self._host = bound_host
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},

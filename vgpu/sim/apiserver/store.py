@@ -52,6 +52,14 @@ Key = tuple[str, str]  # (namespace or "", name)
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PATCH_TYPES = ("strategic", "merge", "json")
+# The match-everything selectors, shared as defaults: both are frozen dataclasses.
+ALL_FIELDS = FieldSelector()
+ALL_LABELS = LabelSelector()
+
+
+def _field_getter(rt: ResourceType, obj: dict[str, Any]) -> Callable[[str], str]:
+    """The field-selector getter of one stored object."""
+    return lambda k: rt.fields[k](obj)
 
 
 def compile_selectors(
@@ -212,8 +220,8 @@ class Store:
         self,
         resource: str,
         namespace: str | None = None,
-        fields: FieldSelector = FieldSelector(),
-        labels: LabelSelector = LabelSelector(),
+        fields: FieldSelector = ALL_FIELDS,
+        labels: LabelSelector = ALL_LABELS,
         *,
         limit: int | None = None,
         continue_token: str | None = None,
@@ -255,7 +263,7 @@ class Store:
                 obj = stored.obj
                 if check_labels and not labels.matches(obj["metadata"].get("labels")):
                     continue
-                if check_fields and not fields.matches(lambda k, o=obj: rt.fields[k](o)):
+                if check_fields and not fields.matches(_field_getter(rt, obj)):
                     continue
                 if limit and len(out) >= limit:
                     token = _encode_continue(list_rv, out[-1].key())
@@ -493,8 +501,8 @@ class Store:
         self,
         resource: str,
         namespace: str | None = None,
-        fields: FieldSelector = FieldSelector(),
-        labels: LabelSelector = LabelSelector(),
+        fields: FieldSelector = ALL_FIELDS,
+        labels: LabelSelector = ALL_LABELS,
         *,
         resource_version: str | None = None,
         send_initial_events: bool | None = None,
@@ -505,7 +513,7 @@ class Store:
         since = None
         if resource_version not in (None, "", "0"):
             try:
-                since = int(resource_version)  # type: ignore[arg-type]
+                since = int(resource_version)
             except ValueError:
                 raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
         w = Watcher(resource, namespace, fields, labels, lambda obj, k: rt.fields[k](obj))

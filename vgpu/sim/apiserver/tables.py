@@ -110,7 +110,8 @@ def _pod_row(pod: dict[str, Any], now: float) -> list[Any]:
 def _node_row(node: dict[str, Any], now: float) -> list[Any]:
     meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    state = {"True": "Ready", "False": "NotReady"}.get((ready or {}).get("status"), "Unknown")
+    ready_status: Any = (ready or {}).get("status")
+    state = {"True": "Ready", "False": "NotReady"}.get(ready_status, "Unknown")
     if spec.get("unschedulable"):
         state += ",SchedulingDisabled"
     labels = meta.get("labels") or {}

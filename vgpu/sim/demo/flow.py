@@ -241,10 +241,10 @@ class Demo:
         reg = ann.get(keys.REGISTER, "")
         details = [f"{keys.REGISTER}={reg}"]
         try:
-            for r in decode_register(reg):
+            for rec in decode_register(reg):
                 details.append(
-                    f"  GPU {r.uuid}: count={r.count} devmem={r.devmem}MiB type={r.type} "
-                    f"health={str(r.health).lower()} mode={r.mode}"
+                    f"  GPU {rec.uuid}: count={rec.count} devmem={rec.devmem}MiB type={rec.type} "
+                    f"health={str(rec.health).lower()} mode={rec.mode}"
                 )
         except ProtocolError as exc:
             details.append(f"  (cannot decode: {exc})")
@@ -657,7 +657,7 @@ class Demo:
             if node is not None:
                 try:
                     ann = cluster.node_annotations(spec.name)
-                except Exception:  # the store is in memory; this only guards a half-started run
+                except Exception:  # noqa: BLE001 - the store is in memory; this only guards a half-started run
                     ann = {}
                 regs = [r for r in node.kubelet.registrations if r.accepted]
                 entry.update(
@@ -708,16 +708,18 @@ def _mig_layout_lines(ids: str, node: DemoNode, state: dict[str, Any]) -> list[s
         devices = []
     names = {g.uuid: g.name for g in node.spec.gpus}
     for d in devices:
+        mig = d.mig
+        assert mig is not None  # only MIG devices were kept
         entry = next(
             (e for e in DEFAULT_KNOWN_MIG_GEOMETRIES if any(m in names.get(d.uuid, "") for m in e.models)), None
         )
-        group = next((g for g in entry.groups if g.group == d.mig.group), None) if entry else None
+        group = next((g for g in entry.groups if g.group == mig.group), None) if entry else None
         if group is not None:
             slots = [t.name for t in group.geometries for _ in range(t.count)]
-            kind = slots[d.mig.position] if d.mig.position < len(slots) else "?"
+            kind = slots[mig.position] if mig.position < len(slots) else "?"
             out.append(
-                f"{d.mig.group} = {' + '.join(f'{t.count} × {t.name}' for t in group.geometries)}; "
-                f"position {d.mig.position} = {kind}"
+                f"{mig.group} = {' + '.join(f'{t.count} × {t.name}' for t in group.geometries)}; "
+                f"position {mig.position} = {kind}"
             )
     for dev in state.get("devices", []) if isinstance(state, dict) else []:
         gis = []

@@ -86,7 +86,9 @@ def read_python(fd: int, path: str) -> RegionSnapshot:
         *ref["limits"],
         *ref["sm_limits"],
     )
-    return snapshot_from_summary(h, [DeviceUsage(**d) for d in ref["devices"]], ref["invalid_uuid_devices"], path)
+    return snapshot_from_summary(
+        h, [DeviceUsage.from_dict(d) for d in ref["devices"]], ref["invalid_uuid_devices"], path
+    )
 
 
 class PythonRegion(Region):

@@ -3,8 +3,9 @@
 It reads the whole file and ``struct.unpack``s it with the offsets of
 :mod:`vgpu.hamicore.layouts` (the tables of docs/hami-core.md §4.3–§4.5), independently of the C structs.  Tests compare
 it with the native reader on every generated and fuzzed file; benchmarks use it as the
-baseline.  It has no seqlock retry loop (an odd seqlock in the image means "skipped") and no fd safety (it follows symlinks, it can block on a FIFO),
-which is exactly why the monitor uses :mod:`vgpu.hamicore.region` instead.
+baseline.  It has no seqlock retry loop (an odd seqlock in the image means "skipped") and no fd
+safety (it follows symlinks, it can block on a FIFO), which is exactly why the monitor uses
+:mod:`vgpu.hamicore.region` instead.
 """
 
 from __future__ import annotations
@@ -55,9 +56,11 @@ def decode(data: bytes) -> dict[str, Any]:
     saturated = False  # some per-device sum overflowed 64 bits (as the native reader's anomaly)
     # v1.2: a slot whose seqlock is odd is mid-write; in a static image it never settles.
     seqlocked = spec.layout is Layout.V1 and (minor or 0) >= 2
+    seqlock_at = spec.slot_seqlock
+    assert not seqlocked or seqlock_at is not None  # every v1 layout has the slot seqlock
     for i in range(proc_num):
         base = spec.slot(i)
-        if seqlocked and struct.unpack_from("<Q", data, base + spec.slot_seqlock)[0] & 1:
+        if seqlocked and seqlock_at is not None and struct.unpack_from("<Q", data, base + seqlock_at)[0] & 1:
             skipped += 1
             continue
         pid = struct.unpack_from("<i", data, base)[0]

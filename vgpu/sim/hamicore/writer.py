@@ -243,10 +243,11 @@ class RegionWriter:
     def seqlock_write(self, pid: int) -> Iterator[int]:
         """Hold the slot's seqlock odd (a write in progress); yields the slot index."""
         i = self._slot_of(pid)
-        if not self.variant.seqlock:
+        seqlock_at = self.spec.slot_seqlock  # not None whenever variant.seqlock
+        if not self.variant.seqlock or seqlock_at is None:
             yield i
             return
-        off = self.spec.slot(i) + self.spec.slot_seqlock
+        off = self.spec.slot(i) + seqlock_at
         odd = self._u64(off) | 1  # stays odd if a test left a write "in progress"
         self._pwrite(off, struct.pack("<Q", odd))
         try:

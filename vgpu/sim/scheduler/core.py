@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from vgpu.config.model import MigGroup
 from vgpu.protocol import (
     HANDSHAKE_TIMEOUT,
     ProtocolError,
@@ -171,7 +172,8 @@ class SchedulerCore:
         gpus = []
         node_mode = keys.MODE_HAMI_CORE
         for d in view.devices:
-            mode, template = keys.MODE_HAMI_CORE, ()
+            mode = keys.MODE_HAMI_CORE
+            template: tuple[MigGroup, ...] = ()
             if sw.mig and d.mode == keys.MODE_MIG:
                 entry = next((e for e in self.config.known_mig_geometries if any(m in d.type for m in e.models)), None)
                 if entry is None:
@@ -335,15 +337,15 @@ class SchedulerCore:
                 del self._in_flight[uid]
         for node in self.nodes.values():
             for uid in list(node.accounted):
-                p = current.get(uid)
-                if uid in self._in_flight and p is not None and not p.terminated:
+                pod = current.get(uid)
+                if uid in self._in_flight and pod is not None and not pod.terminated:
                     continue
-                if p is None or not self._holds(p, node.name):
+                if pod is None or not self._holds(pod, node.name):
                     self._ledger_sub(node, uid)
         for p in current.values():
-            node = self.nodes.get(p.node_name)
-            if node is not None and self._holds(p, node.name) and p.uid not in node.accounted:
-                self._ledger_add(node, p)
+            pod_node = self.nodes.get(p.node_name)
+            if pod_node is not None and self._holds(p, pod_node.name) and p.uid not in pod_node.accounted:
+                self._ledger_add(pod_node, p)
         for uid in [u for u in self._in_flight if u not in current]:
             del self._in_flight[uid]
         self.pods = current

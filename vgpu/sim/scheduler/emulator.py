@@ -26,8 +26,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
+import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -91,6 +92,12 @@ class ScheduleOutcome:
     @property
     def scheduled(self) -> bool:
         return self.node is not None
+
+
+def _meta(node: client.V1Node) -> client.V1ObjectMeta:
+    """A Node's metadata: the API server always sends it (the generated model types it optional)."""
+    assert node.metadata is not None
+    return node.metadata
 
 
 def _rv_newer(new: str, old: str | None) -> bool:
@@ -159,7 +166,7 @@ class VolcanoSchedulerEmulator:
             events = 0
             names = set()
             for n in nodes:
-                names.add(n.metadata.name)
+                names.add(_meta(n).name)
                 events += self._on_node(n)
             for gone in set(self._node_rv) - names:
                 self._forget_node(gone)
@@ -301,6 +308,7 @@ class VolcanoSchedulerEmulator:
                     with self._lock:
                         for n in listed.items:
                             self._on_node(n)
+                    assert listed.metadata is not None  # a list always has one
                     rv = listed.metadata.resource_version
                 for ev in w.stream(
                     self.api.list_node,
@@ -320,7 +328,7 @@ class VolcanoSchedulerEmulator:
                             self._forget_node(obj.metadata.name)
                     if stop.is_set():
                         break
-            except Exception as exc:  # relist after any watch failure, as an informer does
+            except Exception as exc:  # noqa: BLE001 - relist after any watch failure, as an informer does
                 log.debug("node watch restarts after %r", exc)
                 rv = None
                 stop.wait(0.2)
@@ -386,7 +394,10 @@ class VolcanoSchedulerEmulator:
         )
         # The server answers with a Status, which the generated client cannot read as a V1Binding:
         # take the raw response, and drain it so the pooled connection stays usable.
-        resp = self.api.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False)
+        resp = cast(
+            "urllib3.BaseHTTPResponse",  # what _preload_content=False returns (the stubs say V1Binding)
+            self.api.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False),
+        )
         resp.read()
         resp.release_conn()
         self._counters.bindings += 1
@@ -394,7 +405,7 @@ class VolcanoSchedulerEmulator:
     def _lock_node(self, name: str) -> str:
         """``LockNode``; returns an error text, or ``""`` when the lock was taken."""
         node = self.api.read_node(name)
-        ann = dict(node.metadata.annotations or {})
+        ann = dict(_meta(node).annotations or {})
         now = self.now()
         if keys.NODE_LOCK in ann:
             try:
@@ -405,7 +416,7 @@ class VolcanoSchedulerEmulator:
                 return f"node {name} has been locked within 5 minutes"
         value = encode_node_lock(now.astimezone(self.config.tz))
         for attempt in range(self.lock_retries + 1):
-            node.metadata.annotations = {**ann, keys.NODE_LOCK: value}
+            _meta(node).annotations = {**ann, keys.NODE_LOCK: value}
             try:
                 self.api.replace_node(name, node)
             except ApiException as exc:
@@ -413,7 +424,7 @@ class VolcanoSchedulerEmulator:
                     return f"setNodeLock failed: failed to update node {name}: {exc.status} {exc.reason}"
                 self._stop.wait(self.lock_retry_interval)
                 node = self.api.read_node(name)
-                ann = dict(node.metadata.annotations or {})
+                ann = dict(_meta(node).annotations or {})
                 continue
             self._counters.lock_writes += 1
             return ""
