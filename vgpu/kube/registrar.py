@@ -60,7 +60,7 @@ ON_MODE_ERROR_RETRY_S = 5.0
 ERROR_BACKOFF_S = (1.0, 5.0)  # first, cap
 
 
-class HandshakeMode(str, enum.Enum):
+class HandshakeMode(enum.StrEnum):
     AUTO = "auto"
     ON = "on"
     OFF = "off"
