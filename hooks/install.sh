@@ -11,6 +11,9 @@
 # written with its fixed content.  Each file is copied to a temporary name in HOOK_PATH and
 # renamed over the target, so a container starting meanwhile sees either the old or the new
 # file, never a partial one.  Identical targets are left alone (idempotent).
+# It also makes $HOOK_PATH/containers (every container's cache directory lives there) root's
+# alone, mode 0700, as the plugin and the monitor create it (docs/hami-core.md §2.3): no host user
+# reaches another container's files, and each container reaches its own through its bind mount.
 # Exit status: 0 on success, 1 on any error (with a message naming the path).
 set -eu
 
@@ -66,6 +69,12 @@ install_file() { # SOURCE TARGET MODE
 [ -f "$SRC/libvgpu.so" ] || die "source $SRC/libvgpu.so is missing or not a regular file"
 mkdir -p -- "$DEST" || die "cannot create $DEST"
 [ -d "$DEST" ] || die "$DEST is not a directory"
+
+CONTAINERS=$DEST/containers
+if [ -L "$CONTAINERS" ]; then die "$CONTAINERS is a symbolic link; refusing to use it"; fi
+mkdir -p -- "$CONTAINERS" || die "cannot create $CONTAINERS"
+[ -d "$CONTAINERS" ] || die "$CONTAINERS is not a directory"
+chmod 0700 -- "$CONTAINERS" || die "cannot chmod $CONTAINERS"
 
 install_file "$SRC/libvgpu.so" "$DEST/libvgpu.so" 0755
 

@@ -17,6 +17,16 @@ from dataclasses import dataclass
 DEFAULT_HOOK_PATH = "/usr/local/vgpu"
 VGPULOCK_DIR = "/tmp/vgpulock"
 
+# Modes of the host directories (docs/hami-core.md §2.3, docs/trust-model.md).  ``containers/``
+# is private to root: a workload reaches its own directory through its bind mount, which never
+# walks the parent, so no host user or other container can reach another's region file.  Each
+# container directory is world-writable (the workload may run as any user, HAMi#1090).  The lock
+# directory is shared by every vGPU container, so it is sticky: nobody removes or replaces an
+# entry another user owns.
+CONTAINERS_ROOT_MODE = 0o700
+CONTAINER_DIR_MODE = 0o777
+VGPULOCK_MODE = 0o1777
+
 # Paths inside the workload container.
 CONTAINER_LIBVGPU = "/usr/local/vgpu/libvgpu.so"
 CONTAINER_LD_SO_PRELOAD = "/etc/ld.so.preload"
@@ -66,8 +76,10 @@ class HostLayout:
 
         $HOOK_PATH/libvgpu.so
         $HOOK_PATH/ld.so.preload
+        $HOOK_PATH/containers/                                  0700, root's
+        $HOOK_PATH/containers/<podUID>_<containerName>/         0777
         $HOOK_PATH/containers/<podUID>_<containerName>/<uuid4>.cache
-        /tmp/vgpulock/
+        /tmp/vgpulock/                                          1777
     """
 
     hook_path: str = DEFAULT_HOOK_PATH
@@ -146,12 +158,14 @@ def ensure_ld_so_preload(layout: HostLayout) -> bool:
 
 
 def _mkdir_mode(name: str, mode: int, *, dir_fd: int | None = None) -> int:
-    """mkdir (if absent) + open without following a symlink + fchmod ``mode`` (umask-proof).
+    """mkdir (if absent) + open without following a symlink + owner check + fchmod ``mode`` (umask-proof).
 
+    A directory that already exists must belong to our own user: one that a host user planted
+    (``/tmp`` is world-writable) or a workload chowned would otherwise stay under its control.
     Returns an ``O_DIRECTORY`` fd the caller closes.  Never removes anything (plugin#138).
     """
     try:
-        os.mkdir(name, mode, dir_fd=dir_fd)
+        os.mkdir(name, mode & 0o777, dir_fd=dir_fd)
     except FileExistsError:
         pass
     try:
@@ -161,7 +175,12 @@ def _mkdir_mode(name: str, mode: int, *, dir_fd: int | None = None) -> int:
             raise HostPathError(f"{name} is a symbolic link or not a directory; refusing to use it") from None
         raise
     try:
-        if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise HostPathError(
+                f"{name} is owned by uid {st.st_uid}, not by the plugin's uid {os.geteuid()}; refusing to use it"
+            )
+        if stat.S_IMODE(st.st_mode) != mode:
             os.fchmod(fd, mode)
     except BaseException:
         os.close(fd)
@@ -170,16 +189,17 @@ def _mkdir_mode(name: str, mode: int, *, dir_fd: int | None = None) -> int:
 
 
 def prepare_container_dir(layout: HostLayout, pod_uid: str, container_name: str) -> str:
-    """Create the container's cache directory (0777) and ``/tmp/vgpulock`` (0777) before Allocate answers.
+    """Create the container's cache directory (0777) and ``/tmp/vgpulock`` (1777) before Allocate answers.
 
-    ``containers/`` itself is created 0755 and must not be a symlink.  Returns the directory.
+    ``containers/`` itself is made 0700 (also when it exists with another mode).  None of the three
+    may be a symlink or belong to another user.  Returns the directory.
     """
     name = container_dir_name(pod_uid, container_name)
     os.makedirs(layout.hook_path, exist_ok=True)
-    root = _mkdir_mode(layout.containers_root, 0o755)
+    root = _mkdir_mode(layout.containers_root, CONTAINERS_ROOT_MODE)
     try:
-        os.close(_mkdir_mode(name, 0o777, dir_fd=root))  # workloads may run as any user (HAMi#1090)
+        os.close(_mkdir_mode(name, CONTAINER_DIR_MODE, dir_fd=root))  # workloads may run as any user (HAMi#1090)
     finally:
         os.close(root)
-    os.close(_mkdir_mode(layout.vgpulock_dir, 0o777))
+    os.close(_mkdir_mode(layout.vgpulock_dir, VGPULOCK_MODE))
     return os.path.join(layout.containers_root, name)

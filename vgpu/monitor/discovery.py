@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.hamicore.layouts import FILE_SIZES, Layout
-from vgpu.hamicore.paths import parse_container_dir_name
+from vgpu.hamicore.paths import CONTAINERS_ROOT_MODE, parse_container_dir_name
 from vgpu.hamicore.region import Region, RegionError, RegionErrorCode
 from vgpu.monitor.pods import PodLookup
 
@@ -147,10 +147,10 @@ class Discovery:
                 return None
             try:
                 os.makedirs(os.path.dirname(self.root) or ".", exist_ok=True)
-                os.mkdir(self.root, 0o755)
+                os.mkdir(self.root, CONTAINERS_ROOT_MODE)
                 fd = os.open(self.root, _DIR_FLAGS)
-                if stat.S_IMODE(os.fstat(fd).st_mode) != 0o755:
-                    os.fchmod(fd, 0o755)  # umask-proof (docs/metrics.md §6.1)
+                if stat.S_IMODE(os.fstat(fd).st_mode) != CONTAINERS_ROOT_MODE:
+                    os.fchmod(fd, CONTAINERS_ROOT_MODE)  # umask-proof, the plugin's mode (docs/metrics.md §6.1)
             except OSError as exc:
                 self._root_problem(f"cannot create {self.root}: {exc.strerror}")
                 return None

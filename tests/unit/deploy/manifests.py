@@ -26,6 +26,7 @@ BASE = DEPLOY / "base"
 SINGLE_FILE = DEPLOY / "volcano-vgpu-device-plugin.yml"
 OVERLAYS = ("overlays/mig", "overlays/volcano-1.15")
 SERVICEMONITOR = "optional/servicemonitor"
+ADMISSION = "optional/admission"
 SCHEDULER_CONFIGMAP = DEPLOY / "volcano-scheduler-configmap.yaml"
 DASHBOARD = DEPLOY / "grafana" / "vgpu-dashboard.json"
 DOCKERFILE = DEPLOY / "Dockerfile"

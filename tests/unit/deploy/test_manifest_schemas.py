@@ -67,6 +67,28 @@ def test_strict_validation_rejects_a_misspelt_field():
         kubernetes_validate.validate(ds, VERSIONS[-1], strict=True)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_admission_guardrails_validate(version):
+    """deploy/optional/admission: admissionregistration.k8s.io/v1 (GA in 1.30), strict."""
+    docs = m.render(m.ADMISSION)
+    assert sorted(_validate_all(docs, version)) == [
+        "ValidatingAdmissionPolicy/vgpu-allocation-annotations",
+        "ValidatingAdmissionPolicy/vgpu-privileged-containers",
+        "ValidatingAdmissionPolicyBinding/vgpu-allocation-annotations",
+        "ValidatingAdmissionPolicyBinding/vgpu-privileged-containers",
+    ]
+    for doc in docs:
+        assert "namespace" not in doc["metadata"], "cluster-scoped objects"
+
+
+def test_strict_validation_rejects_a_misspelt_policy_field():
+    """Negative control for the guardrails' schema check."""
+    policy = copy.deepcopy(m.find(m.render(m.ADMISSION), "ValidatingAdmissionPolicy", "vgpu-privileged-containers"))
+    policy["spec"]["validations"][0]["expresion"] = policy["spec"]["validations"][0].pop("expression")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(policy, VERSIONS[-1], strict=True)
+
+
 def test_everything_namespaced_lives_in_kube_system():
     for kustomization in ["base", *m.OVERLAYS, m.SERVICEMONITOR]:
         for doc in m.render(kustomization):

@@ -53,7 +53,8 @@ def test_poststart_installs_hami_core_into_hook_path_idempotently(tmp_path):
     assert lib.read_bytes() == (root / "k8s-vgpu/lib/nvidia/libvgpu.so").read_bytes()
     assert (host / "ld.so.preload").read_text().strip() == LD_SO_PRELOAD_CONTENT
     assert oct(lib.stat().st_mode & 0o777) == "0o755"
-    assert sorted(p.name for p in host.iterdir()) == ["ld.so.preload", "libvgpu.so"]
+    assert oct((host / "containers").stat().st_mode & 0o7777) == "0o700"
+    assert sorted(p.name for p in host.iterdir()) == ["containers", "ld.so.preload", "libvgpu.so"]
 
 
 def test_poststart_fails_loudly_when_the_image_lacks_libvgpu(tmp_path):

@@ -44,7 +44,8 @@ def test_fresh_install(tmp_path, src):
     assert (dest / "ld.so.preload").read_bytes() == b"/usr/local/vgpu/libvgpu.so"
     assert stat.S_IMODE((dest / "libvgpu.so").stat().st_mode) == 0o755
     assert stat.S_IMODE((dest / "ld.so.preload").stat().st_mode) == 0o644
-    assert sorted(p.name for p in dest.iterdir()) == ["ld.so.preload", "libvgpu.so"]  # no temp files left
+    assert stat.S_IMODE((dest / "containers").stat().st_mode) == 0o700  # root's alone (docs/hami-core.md §2.3)
+    assert sorted(p.name for p in dest.iterdir()) == ["containers", "ld.so.preload", "libvgpu.so"]  # no temp files
 
 
 def test_second_run_is_a_no_op(tmp_path, src):
@@ -64,7 +65,7 @@ def test_update_replaces_by_rename(tmp_path, src):
     assert install(str(src), str(dest)).returncode == 0
     assert (dest / "libvgpu.so").read_bytes() == b"\x7fELF-version-2"
     assert (dest / "libvgpu.so").stat().st_ino != old_inode
-    assert sorted(p.name for p in dest.iterdir()) == ["ld.so.preload", "libvgpu.so"]
+    assert sorted(p.name for p in dest.iterdir()) == ["containers", "ld.so.preload", "libvgpu.so"]
 
 
 def test_preload_from_the_source_directory_wins(tmp_path, src):
@@ -119,7 +120,7 @@ def test_target_that_is_a_directory_is_refused(tmp_path, src):
     (dest / "libvgpu.so").mkdir(parents=True)
     r = install(str(src), str(dest))
     assert r.returncode == 1 and "is a directory" in r.stderr
-    assert [p.name for p in dest.iterdir()] == ["libvgpu.so"]
+    assert sorted(p.name for p in dest.iterdir()) == ["containers", "libvgpu.so"]
 
 
 def test_target_symlink_to_a_directory_is_refused(tmp_path, src):
@@ -172,3 +173,30 @@ def test_readers_never_see_a_partial_library(tmp_path, src):
         stop.set()
         t.join()
     assert not bad and reads > 0
+
+
+def test_containers_dir_is_made_private_also_when_it_exists(tmp_path, src):
+    # An upgraded node has containers/ at 0755 (the old mode): any host user could walk into
+    # every container's 0777 directory.  The hook makes it 0700 and keeps what is inside.
+    dest = tmp_path / "hook"
+    (dest / "containers" / "kept").mkdir(parents=True)
+    (dest / "containers").chmod(0o755)
+    old = os.umask(0)
+    try:
+        r = install(str(src), str(dest))
+    finally:
+        os.umask(old)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE((dest / "containers").stat().st_mode) == 0o700
+    assert (dest / "containers" / "kept").is_dir()
+
+
+def test_containers_symlink_is_refused(tmp_path, src):
+    dest = tmp_path / "hook"
+    dest.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere").chmod(0o755)
+    (dest / "containers").symlink_to(tmp_path / "elsewhere")
+    r = install(str(src), str(dest))
+    assert r.returncode == 1 and f"{dest}/containers is a symbolic link" in r.stderr
+    assert stat.S_IMODE((tmp_path / "elsewhere").stat().st_mode) == 0o755

@@ -62,8 +62,9 @@ def test_container_dir_name_validates():
         container_dir_name(POD, "../x")
 
 
-def test_prepare_creates_world_writable_dirs_regardless_of_umask(layout):
-    # H-5 (HAMi#1090): non-root workloads must be able to create their cache file.
+def test_prepare_creates_the_modes_regardless_of_umask(layout):
+    # H-5 (HAMi#1090): non-root workloads must be able to create their cache file (0777), the lock
+    # directory is shared but sticky (1777), and containers/ is root's alone (0700).
     old = os.umask(0o077)
     try:
         path = prepare_container_dir(layout, POD, "main")
@@ -72,8 +73,8 @@ def test_prepare_creates_world_writable_dirs_regardless_of_umask(layout):
         os.umask(old)
     assert path == again == layout.container_dir(POD, "main")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o777
-    assert stat.S_IMODE(os.stat(layout.vgpulock_dir).st_mode) == 0o777
-    assert stat.S_IMODE(os.stat(layout.containers_root).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(layout.vgpulock_dir).st_mode) == 0o1777
+    assert stat.S_IMODE(os.stat(layout.containers_root).st_mode) == 0o700
 
 
 def test_prepare_keeps_existing_files(layout):

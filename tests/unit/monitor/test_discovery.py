@@ -230,14 +230,14 @@ def test_root_symlink_skips_the_scan(make_monitor, hook, tmp_path):
     assert parse(m.render_metrics())["vgpu_monitor_scan_failures_total"] == [({}, 1.0)]
 
 
-def test_missing_root_is_created_0755(make_monitor, hook):
-    old = os.umask(0o077)  # whatever the umask, the mode is 0755
+def test_missing_root_is_created_0700(make_monitor, hook):
+    old = os.umask(0o022)  # whatever the umask, the mode is the plugin's 0700 (root's alone)
     try:
         m = make_monitor()
         assert m.scan().ok
     finally:
         os.umask(old)
-    assert stat.S_IMODE(os.stat(hook / "containers").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(hook / "containers").st_mode) == 0o700
 
 
 def test_truncated_while_tracked_is_invalid_for_that_scrape(make_monitor, hook):
