@@ -41,7 +41,7 @@ from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.hamicore import reference
 from vgpu.sim.hamicore.scenario import UUIDS, add_container
 from vgpu.sim.nvml import fakenvml
-from vgpu.sim.pods import StaticPods, new_uid, pod
+from vgpu.sim.pods import StaticPods, assignment_annotations, container_specs, new_uid, pod
 from vgpu.sim.processes import MonitorProcess
 
 PROCS = [(pid, [64 + pid, 32 + pid]) for pid in range(1, 5)]  # 4 processes x 2 GPUs (MiB)
@@ -60,7 +60,7 @@ def _fleet(base: pathlib.Path, n: int) -> tuple[pathlib.Path, list[dict]]:
     for i in range(n):
         uid = new_uid()
         add_container(hook, uid, "main", procs=PROCS, sm_util=UTIL)
-        pods.append(pod(uid, f"pod-{i}", namespace=f"ns-{i % 7}"))
+        pods.append(pod(uid, f"pod-{i}", namespace=f"ns-{i % 7}", gpus={"main": UUIDS}))
     return hook, pods
 
 
@@ -289,8 +289,12 @@ def test_monitor_cpu_with_100_containers(tmp_path, apiserver):
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": f"p{i}", "namespace": "default"},
-                "spec": {"nodeName": "node-1", "containers": [{"name": "main", "image": "x"}]},
+                "metadata": {
+                    "name": f"p{i}",
+                    "namespace": "default",
+                    "annotations": assignment_annotations(["main"], {"main": UUIDS}),  # served, both GPUs
+                },
+                "spec": {"nodeName": "node-1", "containers": container_specs(["main"], {"main": UUIDS})},
             },
             "default",
         )

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import uuid as uuidlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from vgpu.hamicore import paths
 from vgpu.hamicore.layouts import MAX_DEVICES
-from vgpu.hamicore.limits import memory_limit_env, sm_limit_env
+from vgpu.hamicore.limits import TASK_PRIORITY_ENV, memory_limit_env, sm_limit_env, task_priority_from_env
 
 GPU_CORE_POLICIES = ("default", "force", "disable")
 
@@ -57,6 +58,30 @@ class ContainerContract:
 def cuda_disable_control_is_true(value: str | None) -> bool:
     """Go ``strconv.ParseBool(value)`` is true (unparsable values count as false, as in HAMi)."""
     return value is not None and value in _GO_TRUE
+
+
+def pod_task_priority(container: Mapping[str, Any]) -> int | None:
+    """The priority libvgpu will stamp into this container's region, when its pod spec decides it.
+
+    The plugin never sets ``CUDA_TASK_PRIORITY`` (docs/hami-core.md §3.1), so the container gets
+    the value its own spec gives: the last ``env`` entry of that name wins over ``envFrom`` and the
+    image's ``ENV``, as in the kubelet.  That entry's literal ``value`` (missing = empty) decides
+    it.  None when the spec does not: no such entry (``envFrom`` or the image may set it), a
+    ``valueFrom``, or a ``$(VAR)`` reference the kubelet would expand — the pod's author controls
+    those too, so the monitor then takes the region's value (docs/metrics.md §5.1).
+    """
+    entry: Mapping[str, Any] | None = None
+    for e in container.get("env") or ():
+        if isinstance(e, Mapping) and e.get("name") == TASK_PRIORITY_ENV:
+            entry = e
+    if entry is None or entry.get("valueFrom") is not None:
+        return None
+    value = entry.get("value")
+    if value is None:
+        value = ""
+    if not isinstance(value, str) or "$(" in value:
+        return None
+    return task_priority_from_env(value)
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:

@@ -85,6 +85,17 @@ def atoi(value: str) -> int:
     return ((result + 2**31) % 2**32) - 2**31  # int wrap, as a C int would end up
 
 
+TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
+DEFAULT_TASK_PRIORITY = 1
+
+
+def task_priority_from_env(value: str | None) -> int:
+    """The ``priority`` libvgpu stamps into a new region for ``CUDA_TASK_PRIORITY=value``.
+
+    ``atoi`` of a non-empty value; unset or empty gives the default 1 (docs/hami-core.md §3.1)."""
+    return atoi(value) if value else DEFAULT_TASK_PRIORITY
+
+
 def limits_from_env(env: Mapping[str, str]) -> tuple[list[int], list[int]]:
     """``(limit[16], sm_limit[16])`` exactly as libvgpu stamps them into a new region."""
 

@@ -8,10 +8,11 @@
 - :class:`SelfCollector`: ``vgpu_monitor_*`` self-metrics (no ``zone`` label: they describe the
   exporter, not a vGPU).
 
-Pod mapping (docs/metrics.md §4.3): a directory whose pod is not (yet) known, or whose container name is not in
-the pod's spec, is still exported with ``podnamespace=""``/``namespace=""`` and
-``podname``/``pod`` = the pod UID (counted by ``vgpu_monitor_unmapped_containers``); a pod in
-phase Succeeded or Failed exports nothing.
+Pod mapping (docs/metrics.md §4.3): a directory whose pod is not (yet) known is still exported
+with ``podnamespace=""``/``namespace=""`` and ``podname``/``pod`` = the pod UID (counted by
+``vgpu_monitor_unmapped_containers``); a pod in phase Succeeded or Failed exports nothing.  A
+known pod's container exports only the devices its ``vgpu-ids-new`` segment assigns it
+(docs/metrics.md §5.1): a region's claim to any other GPU is never exported under that GPU.
 """
 
 from __future__ import annotations
@@ -137,13 +138,17 @@ class ContainerCollector(Collector):
         with disc.lock:
             for t in disc.tracked.values():
                 pod = get_pod(t.pod_uid)
-                if pod is None or t.container not in pod.containers:
+                allowed: frozenset[str] | None = None  # None: any device (the pod is unknown)
+                if pod is None:
                     ident = ("", t.pod_uid, t.container)
                     unmapped += 1
                 elif pod.terminal:
                     terminal += 1
                     continue  # plugin#130: its containers will not run again
                 else:
+                    allowed = pod.assigned_gpus(t.container)
+                    if not allowed:
+                        continue  # the pod gives this container no GPU: nothing of it is trusted
                     ident = (pod.namespace, pod.name, t.container)
                 try:
                     snap = t.region.read()
@@ -156,6 +161,8 @@ class ContainerCollector(Collector):
                 age = max(0, now - lkt) if lkt else None  # lkt None (no field) or 0 (never): not emitted
                 cache = t.labels
                 for dev in snap.devices:
+                    if allowed is not None and dev.uuid not in allowed:
+                        continue  # a GPU the container claims but was not given (counted by the feedback loop)
                     key = (ident, dev.vdevice_index, dev.uuid)
                     lab = cache.get(key)
                     if lab is None:
@@ -276,7 +283,7 @@ class SelfCollector(Collector):
             )
             fam(
                 "vgpu_monitor_unmapped_containers",
-                "Exported container directories whose pod or container is not in the pod cache (labelled by pod UID)",
+                "Exported container directories whose pod is not in the pod cache (labelled by pod UID)",
                 "gauge",
                 [([], s.unmapped_containers)],
             )
@@ -304,6 +311,12 @@ class SelfCollector(Collector):
                 "Feedback reads or writes that failed",
                 "counter",
                 [([], s.feedback_errors)],
+            )
+            fam(
+                "vgpu_monitor_region_mismatches_total",
+                "Containers whose region claims a GPU or a priority their pod does not give them, by reason",
+                "counter",
+                [([("reason", r)], n) for r, n in sorted(s.region_mismatches.items())],
             )
             fam("vgpu_monitor_gc_removed_total", "Stale container directories removed", "counter", [([], s.gc_removed)])
         fam(

@@ -35,6 +35,7 @@ from vgpu.monitor.host import HostSource
 from vgpu.monitor.mig_info import MigInfoCollector, MigInfoSource
 from vgpu.monitor.pods import PodLookup
 from vgpu.monitor.stats import MonitorStats
+from vgpu.monitor.trust import MismatchLedger, judge
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class Monitor:
         self._thread: threading.Thread | None = None
         self._last_scan = 0.0
         self._init_retries = 0
+        self._mismatches = MismatchLedger()
 
     # ------------------------------------------------------------------ scrape
 
@@ -141,10 +143,15 @@ class Monitor:
         return removed
 
     def feedback(self) -> list[FeedbackWrite]:
-        """One feedback pass over every tracked region (docs/metrics.md §5); returns the writes made."""
+        """One feedback pass over every tracked region (docs/metrics.md §5); returns the writes made.
+
+        Each region is judged by its pod first (docs/metrics.md §5.1): only the GPUs the pod
+        assigned it and the pod's priority enter the plan; mismatches are counted and logged."""
         disc = self.discovery
         done: list[FeedbackWrite] = []
         errors = 0
+        mismatches: list[str] = []
+        get_pod = self.pods.get
         with disc.lock:
             inputs = []
             for t in disc.tracked.values():
@@ -154,24 +161,23 @@ class Monitor:
                     errors += 1
                     log.debug("feedback: %s", exc)
                     continue
+                pod = get_pod(t.pod_uid)
+                j = judge(pod, t.container, [d.uuid for d in snap.devices], snap.priority)
+                if pod is not None and (j.unassigned or j.claimed_priority is not None):
+                    mismatches += self._mismatches.record(t.dir_name, pod, t.container, j)
                 inputs.append(
-                    FeedbackInput(
-                        t,
-                        snap.recent_kernel,
-                        snap.utilization_switch,
-                        snap.priority,
-                        tuple(d.uuid for d in snap.devices),
-                    )
+                    FeedbackInput(t, snap.recent_kernel, snap.utilization_switch, j.priority, j.uuids, j.counts)
                 )
+            self._mismatches.prune(disc.tracked)
             for w in plan_feedback(inputs):
-                t = w.key
-                if not t.writable:
+                tr = w.key
+                if not tr.writable:
                     continue
                 try:
                     if w.field == RECENT_KERNEL:
-                        t.region.write_recent_kernel(t.layout, w.new)
+                        tr.region.write_recent_kernel(tr.layout, w.new)
                     else:
-                        t.region.write_utilization_switch(t.layout, w.new)
+                        tr.region.write_utilization_switch(tr.layout, w.new)
                 except RegionError as exc:
                     errors += 1
                     log.warning("feedback write of %s=%d failed: %s", w.field, w.new, exc)
@@ -181,6 +187,7 @@ class Monitor:
             self.stats.feedback_errors += errors
             for w in done:
                 self.stats.feedback_writes[w.field] += 1
+            self.stats.region_mismatches.update(mismatches)
         return done
 
     def tick(self) -> TickResult:

@@ -3,7 +3,8 @@
 Every 5 s, over every tracked, valid, initialised region (mapped to a pod or not):
 
 Pass 1 — for each region c: if ``recent_kernel > 0`` it is decremented; if it is still > 0,
-c is *active*: ``active[(u, priority_c)] += 1`` for each valid device uuid u of c.
+c is *active*: ``active[(u, priority_c)] += 1`` for each valid device uuid u of c, unless c does
+not *count* (its pod is unknown, docs/metrics.md §5.1: it is judged but never judges others).
 
 Pass 2 — for each region c with priority p:
   ``higher``  = some device u of c has ``active[(u, q)] > 0`` for some q < p (numerically; any int32);
@@ -18,6 +19,9 @@ Pass 1 and pass 2 both act on ``recent_kernel``; we write the value after both p
 (e.g. ``2 → -1`` instead of ``2 → 1 → -1``).  The bytes in the file after the tick are exactly
 those of the two-pass description, with one syscall fewer and no short-lived intermediate value
 for libvgpu to observe.  These two int32 fields are the only bytes the monitor ever writes.
+
+The planner takes its inputs as given: which uuids and which priority of a region are trusted is
+decided before, by :func:`vgpu.monitor.trust.judge`.
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ class FeedbackInput(Generic[K]):
     key: K
     recent_kernel: int
     utilization_switch: int
-    priority: int
-    uuids: tuple[str, ...]  # valid device uuids (set, printable ASCII)
+    priority: int  # the trusted priority (the pod's where it states one)
+    uuids: tuple[str, ...]  # trusted device uuids: valid, and assigned to the container by its pod
+    counts: bool = True  # False: its activity never blocks or crowds another region
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +65,7 @@ def plan_feedback(regions: Sequence[FeedbackInput[K]]) -> list[FeedbackWrite[K]]
         rk = c.recent_kernel
         if rk > 0:
             rk -= 1
-            if rk > 0:
+            if rk > 0 and c.counts:
                 for u in c.uuids:
                     per = active.setdefault(u, {})
                     per[c.priority] = per.get(c.priority, 0) + 1
@@ -72,12 +77,12 @@ def plan_feedback(regions: Sequence[FeedbackInput[K]]) -> list[FeedbackWrite[K]]
         higher = False
         crowded = False
         for u in c.uuids:
-            by_priority = active.get(u)
-            if not by_priority:
+            on_gpu = active.get(u)
+            if not on_gpu:
                 continue
-            if not higher and any(q < p and n > 0 for q, n in by_priority.items()):
+            if not higher and any(q < p and n > 0 for q, n in on_gpu.items()):
                 higher = True
-            if by_priority.get(p, 0) > 1:
+            if on_gpu.get(p, 0) > 1:
                 crowded = True
         if higher:
             rk = -1

@@ -10,6 +10,8 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
+from vgpu.monitor.trust import MISMATCH_REASONS
+
 # Scrape-duration histogram buckets, seconds.
 SCRAPE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -35,6 +37,8 @@ class MonitorStats:
     last_tick_monotonic: float = 0.0
     feedback_writes: Counter[str] = field(default_factory=Counter)
     feedback_errors: int = 0
+    # every reason present from the start, at 0
+    region_mismatches: Counter[str] = field(default_factory=lambda: Counter(dict.fromkeys(MISMATCH_REASONS, 0)))
     gc_removed: int = 0
 
     def observe_scrape(self, seconds: float) -> None:

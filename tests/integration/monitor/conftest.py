@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -11,6 +11,7 @@ import pytest
 from tests.unit.monitor.helpers import UUIDS
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.nvml import fakenvml
+from vgpu.sim.pods import assignment_annotations, container_specs
 from vgpu.sim.processes import MonitorProcess
 
 NODE = "node-1"
@@ -76,18 +77,25 @@ def create_pod(
     containers: tuple[str, ...] = ("main",),
     node: str = NODE,
     labels: dict[str, str] | None = None,
+    gpus: Mapping[str, Sequence[str]] | None = None,
+    env: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """A pod bound to ``node`` (running), as the API server stores it; returns it (with its uid)."""
+    """A pod bound to ``node`` (running), as the API server stores it; returns it (with its uid).
+
+    ``gpus`` (container → GPU UUIDs): a served vGPU pod, with limits, ``vgpu-ids-new`` and
+    ``bind-phase=success`` as the scheduler and the plugin leave them; ``env``: literal env values."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         meta["labels"] = labels
+    if gpus:
+        meta["annotations"] = assignment_annotations(containers, gpus)
     apiserver.store.create(
         "pods",
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": meta,
-            "spec": {"nodeName": node, "containers": [{"name": c, "image": "busybox:1.36"} for c in containers]},
+            "spec": {"nodeName": node, "containers": container_specs(containers, gpus, env)},
         },
         namespace,
     )

@@ -19,6 +19,7 @@ from vgpu.sim.hamicore.writer import RegionWriter
 
 from .conftest import create_pod, set_phase
 
+BOTH = {"main": UUIDS}  # a served vGPU pod whose container has both GPUs (the regions' default)
 SCAN_S = 5.0
 ONE_SCAN = SCAN_S + 2.0  # one scan period plus slack for a loaded CI machine
 
@@ -31,8 +32,8 @@ def feedback_fields(path):
 
 def test_values_and_labels_match_the_written_regions(apiserver, start_monitor, hook):
     now = int(time.time())
-    p1 = create_pod(apiserver, "trainer", namespace="ml", containers=("sidecar", "worker"))
-    p2 = create_pod(apiserver, "infer")  # no labels at all (M-5)
+    p1 = create_pod(apiserver, "trainer", namespace="ml", containers=("sidecar", "worker"), gpus={"worker": UUIDS})
+    p2 = create_pod(apiserver, "infer", gpus={"main": [UUIDS[1]]})  # no labels at all (M-5)
     add_container(
         hook,
         p1["metadata"]["uid"],
@@ -96,7 +97,7 @@ def test_values_and_labels_match_the_written_regions(apiserver, start_monitor, h
 
 def test_containers_appear_and_disappear_within_one_scan(apiserver, start_monitor, hook):
     mon = start_monitor()
-    pod = create_pod(apiserver, "late")
+    pod = create_pod(apiserver, "late", gpus=BOTH)
     uid = pod["metadata"]["uid"]
 
     def present():
@@ -117,7 +118,7 @@ def test_feedback_scenarios_by_the_real_process(apiserver, start_monitor, hook):
     # Priority 0 and 1 on one GPU; two tasks of equal priority on another (docs/metrics.md §5).
     hi = add_container(
         hook,
-        create_pod(apiserver, "hi")["metadata"]["uid"],
+        create_pod(apiserver, "hi", gpus={"main": [UUIDS[0]]})["metadata"]["uid"],
         "main",
         priority=0,
         uuids=[UUIDS[0]],
@@ -126,7 +127,7 @@ def test_feedback_scenarios_by_the_real_process(apiserver, start_monitor, hook):
     )
     lo = add_container(
         hook,
-        create_pod(apiserver, "lo")["metadata"]["uid"],
+        create_pod(apiserver, "lo", gpus={"main": [UUIDS[0]]})["metadata"]["uid"],
         "main",
         priority=1,
         uuids=[UUIDS[0]],
@@ -135,7 +136,7 @@ def test_feedback_scenarios_by_the_real_process(apiserver, start_monitor, hook):
     )
     a = add_container(
         hook,
-        create_pod(apiserver, "a")["metadata"]["uid"],
+        create_pod(apiserver, "a", gpus={"main": [UUIDS[1]]})["metadata"]["uid"],
         "main",
         priority=1,
         uuids=[UUIDS[1]],
@@ -144,7 +145,7 @@ def test_feedback_scenarios_by_the_real_process(apiserver, start_monitor, hook):
     )
     b = add_container(
         hook,
-        create_pod(apiserver, "b")["metadata"]["uid"],
+        create_pod(apiserver, "b", gpus={"main": [UUIDS[1]]})["metadata"]["uid"],
         "main",
         priority=1,
         uuids=[UUIDS[1]],
@@ -167,15 +168,15 @@ def test_feedback_scenarios_by_the_real_process(apiserver, start_monitor, hook):
 
 
 def test_bad_files_are_rejected_and_counted_while_others_keep_reporting(apiserver, start_monitor, hook, tmp_path):
-    good = create_pod(apiserver, "good")
+    good = create_pod(apiserver, "good", gpus=BOTH)
     add_container(hook, good["metadata"]["uid"], "main", procs=[(1, [5, 0])])
-    corrupt = container_dir(hook, create_pod(apiserver, "corrupt")["metadata"]["uid"], "main") / "a.cache"
+    corrupt = container_dir(hook, create_pod(apiserver, "corrupt", gpus=BOTH)["metadata"]["uid"], "main") / "a.cache"
     write_region(corrupt, procs=[(1, [6, 0])])
     with open(corrupt, "r+b") as f:
         f.write(b"\xde\xad\xbe\xef")  # magic overwritten
     outside = write_region(tmp_path / "outside.cache", procs=[(1, [7, 0])])
     outside_bytes = outside.read_bytes()
-    linked = container_dir(hook, create_pod(apiserver, "linked")["metadata"]["uid"], "main")
+    linked = container_dir(hook, create_pod(apiserver, "linked", gpus=BOTH)["metadata"]["uid"], "main")
     os.symlink(outside, linked / "a.cache")
     mon = start_monitor()
     s = parse(mon.scrape())
@@ -187,7 +188,7 @@ def test_bad_files_are_rejected_and_counted_while_others_keep_reporting(apiserve
 
 
 def test_terminal_pod_series_disappear_at_the_next_scrape(apiserver, start_monitor, hook):
-    pod = create_pod(apiserver, "job")
+    pod = create_pod(apiserver, "job", gpus=BOTH)
     add_container(hook, pod["metadata"]["uid"], "main", procs=[(1, [5, 0])])
     mon = start_monitor()
     assert any(lab["pod"] == "job" for lab, _ in parse(mon.scrape())["hami_vgpu_memory_used_bytes"])
@@ -203,7 +204,7 @@ def test_terminal_pod_series_disappear_at_the_next_scrape(apiserver, start_monit
 def test_no_api_request_per_scrape_and_p99_below_200ms(apiserver, start_monitor, hook):
     # M-9: 200 containers x 10 scrapes -> zero API requests; p99 scrape < 200 ms on CI hardware.
     for i in range(200):
-        pod = create_pod(apiserver, f"p{i}")
+        pod = create_pod(apiserver, f"p{i}", gpus=BOTH)
         add_container(hook, pod["metadata"]["uid"], "main", procs=[(1, [1, 1]), (2, [2, 2])])
     mon = start_monitor()
     assert len(parse(mon.scrape())["hami_vgpu_memory_used_bytes"]) == 400
@@ -220,7 +221,7 @@ def test_no_api_request_per_scrape_and_p99_below_200ms(apiserver, start_monitor,
 
 
 def test_without_nvml_container_metrics_and_feedback_keep_working(apiserver, start_monitor, hook):
-    pod = create_pod(apiserver, "p")
+    pod = create_pod(apiserver, "p", gpus=BOTH)
     path = add_container(hook, pod["metadata"]["uid"], "main", procs=[(1, [5, 0])])
     mon = start_monitor(nvml_env={"VGPU_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
     s = parse(mon.scrape())
@@ -232,7 +233,7 @@ def test_without_nvml_container_metrics_and_feedback_keep_working(apiserver, sta
 
 
 def test_usage_changes_are_visible_at_the_next_scrape(apiserver, start_monitor, hook):
-    pod = create_pod(apiserver, "p")
+    pod = create_pod(apiserver, "p", gpus=BOTH)
     path = add_container(hook, pod["metadata"]["uid"], "main", procs=[(1, [5, 0])])
     mon = start_monitor()
     w = RegionWriter.create(path, "v1.2", env={})

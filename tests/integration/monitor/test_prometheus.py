@@ -39,7 +39,7 @@ def binaries() -> tuple[str, str]:
 
 @pytest.fixture
 def workload(apiserver, hook):
-    pod = create_pod(apiserver, "trainer", namespace="ml")
+    pod = create_pod(apiserver, "trainer", namespace="ml", gpus={"main": UUIDS})
     add_container(hook, pod["metadata"]["uid"], "main", procs=[(1, [300, 30]), (2, [700, 70])], sm_util={(1, 0): 12})
     return pod
 

@@ -16,6 +16,7 @@ from vgpu.hamicore.contract import (
     Mount,
     build_container_contract,
     cuda_disable_control_is_true,
+    pod_task_priority,
 )
 from vgpu.hamicore.limits import limits_from_env, parse_limit
 from vgpu.hamicore.paths import HostLayout, parse_container_dir_name
@@ -180,3 +181,26 @@ def test_bad_input_names_the_field(kw, needle):
     with pytest.raises(ContractError) as info:
         build(**kw)
     assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ([{"name": "CUDA_TASK_PRIORITY", "value": "0"}], 0),
+        ([{"name": "CUDA_TASK_PRIORITY", "value": "-2147483648"}], -(2**31)),
+        ([{"name": "CUDA_TASK_PRIORITY", "value": "4294967297"}], 1),  # C int wrap, as libvgpu's atoi
+        ([{"name": "CUDA_TASK_PRIORITY", "value": " 5 apples"}], 5),
+        ([{"name": "CUDA_TASK_PRIORITY", "value": "high"}], 0),
+        ([{"name": "CUDA_TASK_PRIORITY", "value": ""}], 1),  # empty: libvgpu's default
+        ([{"name": "CUDA_TASK_PRIORITY"}], 1),  # no value: the kubelet sets it empty
+        ([{"name": "CUDA_TASK_PRIORITY", "value": "0"}, {"name": "CUDA_TASK_PRIORITY", "value": "3"}], 3),  # last wins
+        ([{"name": "OTHER", "value": "0"}], None),  # not in the spec: envFrom or the image may set it
+        ([{"name": "CUDA_TASK_PRIORITY", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}], None),
+        ([{"name": "P", "value": "0"}, {"name": "CUDA_TASK_PRIORITY", "value": "$(P)"}], None),  # kubelet expands
+        ([{"name": "CUDA_TASK_PRIORITY", "value": 0}], None),  # not a string: not what the API server stores
+    ],
+)
+def test_pod_task_priority_is_what_libvgpu_will_stamp_when_the_spec_decides_it(env, expected):
+    # docs/metrics.md §5.1: the monitor's trusted priority; the sim writer stamps the same value.
+    assert pod_task_priority({"name": "main", "env": env}) == expected
+    assert pod_task_priority({"name": "main"}) is None

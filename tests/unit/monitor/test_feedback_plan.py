@@ -27,7 +27,7 @@ def run(inputs, ticks=1):
         writes = plan_feedback(inputs)
         all_writes.extend(writes)
         st = state(inputs, writes)
-        inputs = [FeedbackInput(c.key, st[c.key][0], st[c.key][1], c.priority, c.uuids) for c in inputs]
+        inputs = [FeedbackInput(c.key, st[c.key][0], st[c.key][1], c.priority, c.uuids, c.counts) for c in inputs]
     return state(inputs, []), all_writes
 
 
@@ -106,3 +106,17 @@ def test_lone_pod_is_not_throttled():
     # docs/hami-core.md §7.2: a lone pod gets utilization_switch = 0 (unless its policy is force).
     final, _ = run([fb("solo", 2, 1, 1)])
     assert final == {"solo": (1, 0)}
+
+
+def test_a_region_that_does_not_count_is_judged_but_never_judges():
+    # docs/metrics.md §5.1: a region whose pod is unknown can be blocked, but blocks and crowds nobody.
+    ghost = FeedbackInput("ghost", 2, 1, -(2**31), (GPU_A,), counts=False)
+    final, _ = run(
+        [ghost, fb("lo", 2, 1, 1), fb("hi", 2, 1, 0, GPU_B), FeedbackInput("ghost2", 2, 1, 5, (GPU_B,), False)]
+    )
+    assert final["lo"] == (1, 0)  # active alone on GPU_A among the regions that count: free
+    assert final["ghost"] == (1, 0)  # nothing that counts is above it on GPU_A
+    assert final["ghost2"] == (-1, 1)  # hi counts and is above it on GPU_B: blocked and limited
+    assert final["hi"] == (1, 0)
+    same = FeedbackInput("ghost", 2, 1, 1, (GPU_A,), counts=False)
+    assert run([same, fb("lo", 2, 1, 1)])[0] == {"ghost": (1, 0), "lo": (1, 0)}  # never crowds either

@@ -7,7 +7,7 @@ import os
 from vgpu.monitor.pods import PodIndex
 from vgpu.sim.pods import StaticPods
 
-from .helpers import add_container, container_dir, new_uid, parse, pod, region_bytes, set_old
+from .helpers import UUIDS, add_container, container_dir, new_uid, parse, pod, region_bytes, set_old
 
 
 def series_pods(m) -> set[str]:
@@ -18,11 +18,11 @@ def test_terminal_pod_series_vanish_at_once_and_directory_goes_after_300s(make_m
     # M-6: mark the pod Succeeded -> no series at the next scrape; directory removed after 300 s.
     uid = new_uid()
     add_container(hook, uid, "main", procs=[(1, [5, 0])])
-    pods = StaticPods([pod(uid, "job-1")])
+    pods = StaticPods([pod(uid, "job-1", gpus={"main": UUIDS})])
     m = make_monitor(pods)
     m.tick()
     assert series_pods(m) == {"job-1"}
-    pods.apply("MODIFIED", pod(uid, "job-1", phase="Succeeded"))
+    pods.apply("MODIFIED", pod(uid, "job-1", phase="Succeeded", gpus={"main": UUIDS}))
     assert series_pods(m) == set()
     d = hook / "containers" / f"{uid}_main"
     clock.advance(299)

@@ -32,7 +32,8 @@ def test_golden_v12_region_both_naming_schemes(make_monitor, standard, clock):
     # M-2: a synthetic v1.2 region, parsed: every container family with exact labels and values.
     uid, _ = standard
     clock.t = NOW + 65
-    m = make_monitor(StaticPods([pod(uid, "trainer-0", namespace="ml", containers=["sidecar", "worker"])]))
+    trainer = pod(uid, "trainer-0", namespace="ml", containers=["sidecar", "worker"], gpus={"worker": UUIDS})
+    m = make_monitor(StaticPods([trainer]))
     m.tick()
     body = m.render_metrics()
     s = parse(body)
@@ -99,7 +100,7 @@ def test_each_layout_reports_correct_values(make_monitor, hook, clock, variant):
     uid = new_uid()
     standard_region(container_dir(hook, uid, "main") / "r.cache", variant)
     clock.t = NOW + 15
-    m = make_monitor(StaticPods([pod(uid, "p")]))
+    m = make_monitor(StaticPods([pod(uid, "p", gpus={"main": UUIDS})]))
     m.scan()
     s = parse(m.render_metrics())
     assert sorted(v for _, v in s["hami_vgpu_memory_used_bytes"]) == [567 * MIB, 1874 * MIB]
@@ -133,7 +134,8 @@ def test_real_hami_core_fixture(make_monitor, hook, tmp_path, clock):
     files = fixture_paths(tmp_path)
     d = container_dir(hook, uid, "main")
     (d / "f.cache").write_bytes(files["v1.2-four-processes.cache.gz"].read_bytes())
-    m = make_monitor(StaticPods([pod(uid, "real")]))
+    real = ("GPU-8664316c-6888-5063-1e4d-f2a09cfbf180", "GPU-8664316c-6888-5063-1e4d-f2a09cfbf181")
+    m = make_monitor(StaticPods([pod(uid, "real", gpus={"main": real})]))
     m.scan()
     s = parse(m.render_metrics())
     got = {lab["device_uuid"]: v for lab, v in s["hami_vgpu_memory_used_bytes"]}
@@ -148,7 +150,7 @@ def test_pod_without_any_hami_label_is_mapped(make_monitor, hook):
     # M-5: the mapping is by UID from the node's pod list, no scheduler-specific label needed.
     uid = new_uid()
     add_container(hook, uid, "main", procs=[(1, [3, 0])])
-    m = make_monitor(StaticPods([pod(uid, "plain", namespace="team-a", labels={"app": "x"})]))
+    m = make_monitor(StaticPods([pod(uid, "plain", namespace="team-a", labels={"app": "x"}, gpus={"main": UUIDS})]))
     m.scan()
     s = parse(m.render_metrics())
     assert {(lab["namespace"], lab["pod"], lab["container"]) for lab, _ in s["hami_vgpu_memory_used_bytes"]} == {
@@ -157,18 +159,23 @@ def test_pod_without_any_hami_label_is_mapped(make_monitor, hook):
     assert s["vgpu_monitor_unmapped_containers"] == [({}, 0.0)]
 
 
-def test_unknown_pod_and_unknown_container_are_exported_by_uid(make_monitor, hook):
+def test_unknown_pod_is_exported_by_uid_and_an_unassigned_container_not_at_all(make_monitor, hook):
+    # docs/metrics.md §4.3, §5.1: a pod the watch does not know yet cannot be checked (exported by
+    # UID); a known pod decides what its containers may report, and it gives none to these two.
     unknown, known = new_uid(), new_uid()
     add_container(hook, unknown, "main", procs=[(1, [3, 0])])
     add_container(hook, known, "ghost", procs=[(1, [4, 0])])  # not in the pod's spec
-    m = make_monitor(StaticPods([pod(known, "real", containers=["main"])]))
-    m.scan()
+    add_container(hook, known, "side", procs=[(1, [5, 0])])  # in the spec, but requests no vGPU
+    m = make_monitor(StaticPods([pod(known, "real", containers=["main", "side"], gpus={"main": UUIDS})]))
+    m.tick()
     s = parse(m.render_metrics())
     rows = {(lab["podnamespace"], lab["podname"], lab["ctrname"]) for lab, _ in s["vGPU_device_memory_usage_in_bytes"]}
-    assert rows == {("", unknown, "main"), ("", known, "ghost")}
+    assert rows == {("", unknown, "main")}
     rows = {(lab["namespace"], lab["pod"], lab["container"]) for lab, _ in s["hami_vgpu_memory_used_bytes"]}
-    assert rows == {("", unknown, "main"), ("", known, "ghost")}
-    assert s["vgpu_monitor_unmapped_containers"] == [({}, 2.0)]
+    assert rows == {("", unknown, "main")}
+    assert s["vgpu_monitor_unmapped_containers"] == [({}, 1.0)]
+    mismatches = {lab["reason"]: v for lab, v in s["vgpu_monitor_region_mismatches_total"]}
+    assert mismatches == {"unassigned_gpu": 2.0, "priority": 0.0}
 
 
 def test_pod_arriving_later_relabels_the_series(make_monitor, hook):
@@ -178,7 +185,7 @@ def test_pod_arriving_later_relabels_the_series(make_monitor, hook):
     m = make_monitor(pods)
     m.scan()
     assert {lab["pod"] for lab, _ in parse(m.render_metrics())["hami_vgpu_memory_used_bytes"]} == {uid}
-    pods.apply("ADDED", pod(uid, "late"))
+    pods.apply("ADDED", pod(uid, "late", gpus={"main": UUIDS}))
     assert {lab["pod"] for lab, _ in parse(m.render_metrics())["hami_vgpu_memory_used_bytes"]} == {"late"}
 
 

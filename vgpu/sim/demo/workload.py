@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.hamicore import paths
-from vgpu.hamicore.limits import atoi, parse_limit
+from vgpu.hamicore.limits import TASK_PRIORITY_ENV, atoi, parse_limit, task_priority_from_env
 from vgpu.sim.hamicore.writer import RegionWriter
 
 MIB = 1 << 20
@@ -108,7 +108,7 @@ class HamiCoreContainer:
         self.limits = [parse_limit(self.envs.get(f"CUDA_DEVICE_MEMORY_LIMIT_{i}", "0")) for i in range(n)]
         sm_default = self.envs.get("CUDA_DEVICE_SM_LIMIT", "0")
         self.sm_limits = [atoi(self.envs.get(f"CUDA_DEVICE_SM_LIMIT_{i}", sm_default)) for i in range(n)]
-        self.priority = atoi(self.envs["CUDA_TASK_PRIORITY"]) if self.envs.get("CUDA_TASK_PRIORITY") else 1
+        self.priority = task_priority_from_env(self.envs.get(TASK_PRIORITY_ENV))
         self.writer = RegionWriter.create(self.region_path, REGION_VARIANT, env=self.envs)
         self.writer.init_devices(self.uuids)
         self.writer.attach(self.pid)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from vgpu.hamicore import layouts
 from vgpu.hamicore.layouts import MAGIC, MAX_DEVICES, MAX_PROCS, SEM_SIZE, USED_OFFSETS, UUID_LEN, Layout, LayoutSpec
-from vgpu.hamicore.limits import atoi, limits_from_env
+from vgpu.hamicore.limits import TASK_PRIORITY_ENV, limits_from_env, task_priority_from_env
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class RegionWriter:
         if s.off_sem_postinit is not None and (s.layout is Layout.INTERIM or self.variant.minor == 2):
             self._pwrite(s.off_sem_postinit, SEM_INIT_BYTES)
         self._pwrite(s.off_sm_init_flag, struct.pack("<i", 0))
-        priority = atoi(env["CUDA_TASK_PRIORITY"]) if env.get("CUDA_TASK_PRIORITY") else 1
+        priority = task_priority_from_env(env.get(TASK_PRIORITY_ENV))
         self._pwrite(s.off_proc_num, struct.pack("<iiii", 0, 1, 2, priority))
         self._pwrite(0, struct.pack("<i", MAGIC))  # last store: readers wait for it
 
