@@ -548,42 +548,51 @@ int vgpu_region_read_slot(int fd, uint32_t index, vgpu_region_slot_t *out, vgpu_
     return 0;
 }
 
+/* The open rule (docs/hami-core.md §8): the name is resolved once, to an O_PATH descriptor,
+ * which opens nothing for I/O (no device driver's open, no FIFO rendezvous, no IN_OPEN), and
+ * without following a final symlink; fstat of that descriptor decides; only a regular file is
+ * then opened for I/O, through /proc/self/fd/N, i.e. the verified inode itself and never the name
+ * again, which the container may have pointed elsewhere meanwhile. */
 int vgpu_region_open(int dirfd, const char *path, int writable, vgpu_region_error_t *err) {
     struct stat pre, post;
+    char self_fd[sizeof "/proc/self/fd/" + 3 * sizeof(int)];
     clear_error(err);
     if (!path || !*path) return fail(err, VGPU_REGION_E_ARG, 0, "empty path");
     if (dirfd < 0) dirfd = AT_FDCWD;
-    if (fstatat(dirfd, path, &pre, AT_SYMLINK_NOFOLLOW) < 0) {
+    int pfd = openat(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd < 0) {
         int e = errno;
         if (e == ENOENT) return fail(err, VGPU_REGION_E_NOT_FOUND, e, "does not exist");
-        return fail(err, VGPU_REGION_E_OPEN, e, "cannot stat: %s", strerror(e));
+        return fail(err, VGPU_REGION_E_OPEN, e, "cannot resolve: %s", strerror(e));
     }
-    if (S_ISLNK(pre.st_mode))
-        return fail(err, VGPU_REGION_E_SYMLINK, 0, "is a symbolic link (never followed)");
-    if (!S_ISREG(pre.st_mode))
-        return fail(err, VGPU_REGION_E_NOT_REGULAR, 0, "is %s, not a regular file", file_kind(pre.st_mode));
-
-    int flags = (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
-    int fd = openat(dirfd, path, flags);
-    if (fd < 0) {
+    if (fstat(pfd, &pre) < 0) {
         int e = errno;
-        if (e == ELOOP) return fail(err, VGPU_REGION_E_SYMLINK, e, "is a symbolic link (never followed)");
-        if (e == ENOENT) return fail(err, VGPU_REGION_E_NOT_FOUND, e, "does not exist");
-        if (e == EISDIR || e == ENXIO)
-            return fail(err, VGPU_REGION_E_NOT_REGULAR, e, "is not a regular file (%s)", strerror(e));
+        close(pfd);
+        return fail(err, VGPU_REGION_E_IO, e, "fstat failed: %s", strerror(e));
+    }
+    if (!S_ISREG(pre.st_mode)) {
+        close(pfd);
+        if (S_ISLNK(pre.st_mode)) return fail(err, VGPU_REGION_E_SYMLINK, 0, "is a symbolic link (never followed)");
+        return fail(err, VGPU_REGION_E_NOT_REGULAR, 0, "is %s, not a regular file", file_kind(pre.st_mode));
+    }
+    snprintf(self_fd, sizeof self_fd, "/proc/self/fd/%d", pfd);
+    int fd = open(self_fd, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int e = errno;
+    close(pfd);
+    if (fd < 0) {
+        if (e == ENOENT)
+            return fail(err, VGPU_REGION_E_OPEN, e, "cannot reopen the verified file through %s (is /proc mounted?)",
+                        "/proc/self/fd");
         return fail(err, VGPU_REGION_E_OPEN, e, "cannot open %s: %s", writable ? "read-write" : "read-only",
                     strerror(e));
     }
     if (fstat(fd, &post) < 0) {
-        int e = errno;
+        e = errno;
         close(fd);
         return fail(err, VGPU_REGION_E_IO, e, "fstat failed: %s", strerror(e));
     }
-    if (!S_ISREG(post.st_mode)) {
-        close(fd);
-        return fail(err, VGPU_REGION_E_NOT_REGULAR, 0, "is %s, not a regular file", file_kind(post.st_mode));
-    }
-    if (post.st_dev != pre.st_dev || post.st_ino != pre.st_ino) {
+    /* Cannot differ (the reopen is of the inode, not of a name); checked all the same. */
+    if (!S_ISREG(post.st_mode) || post.st_dev != pre.st_dev || post.st_ino != pre.st_ino) {
         close(fd);
         return fail(err, VGPU_REGION_E_RACE, 0, "was replaced while being opened");
     }

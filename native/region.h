@@ -269,8 +269,11 @@ typedef struct {
     vgpu_region_slot_device_t devices[VGPU_REGION_MAX_DEVICES];
 } vgpu_region_slot_t;
 
-/* Open `path` (relative to `dirfd`, or AT_FDCWD) without following a final symlink, without
- * blocking on a FIFO, and only if it is a regular file.  Returns the fd or -1 and fills err. */
+/* Open `path` (relative to `dirfd`, or AT_FDCWD) only if it is a regular file, and never open
+ * anything else for I/O: the name is first resolved to an O_PATH descriptor (no final symlink
+ * followed, no device or FIFO open routine run), that inode is verified by fstat, and only then
+ * is it opened for reading (or read-write) through /proc/self/fd/N, which is that same inode
+ * whatever the name points to by then.  Returns the fd or -1 and fills err. */
 int vgpu_region_open(int dirfd, const char *path, int writable, vgpu_region_error_t *err);
 
 /* Decode the region behind `fd` in one call.  Returns 0, or -1 with err filled.
