@@ -4,7 +4,12 @@ Every cache file is written by a workload container and therefore untrusted
 (docs/metrics.md §6).  The native layer (``native/region.c``) opens without following
 symlinks and never blocks on a FIFO, accepts only regular files of the four known sizes,
 preads only the header, the live slots and the tail, clamps every count, and honours the
-v1.2 seqlock.  This module turns its results into immutable snapshots.
+v1.2 and interim seqlocks.  This module turns its results into immutable snapshots.
+
+A slot caught mid-write is re-read within a small cap and otherwise skipped; a
+:class:`Region` then serves the slot sums of its last consistent read (``last_good``), so a file
+whose seqlocks never settle costs little and still reports its last true values
+(docs/hami-core.md §8).
 
 The only exception that leaves this API is :class:`RegionError`; its ``code`` says what
 exactly is wrong.  ``RegionErrorCode.UNINITIALISED`` is not a fault: the creator has not set
@@ -117,7 +122,7 @@ class RegionSnapshot(NamedTuple):
     proc_num_raw: int  # as stored
     proc_num: int  # clamped to [0, 1024]
     live_procs: int  # slots with pid != 0 and status != 0
-    skipped_slots: int  # seqlock never settled this time
+    skipped_slots: int  # seqlock did not settle within the retry caps this time
     sm_init_flag: int
     utilization_switch: int
     recent_kernel: int
@@ -131,6 +136,9 @@ class RegionSnapshot(NamedTuple):
     anomalies: tuple[str, ...]  # what was clamped or skipped, in words
     preads: int  # read syscalls spent (the fstat, when made, is not counted)
     bytes_read: int
+    # True: this read was torn (skipped_slots > 0) and `devices`/`live_procs` are the Region's last
+    # consistent read's; the header and tail fields are still this read's.
+    last_good: bool = False
 
     @property
     def version(self) -> str | None:
@@ -262,7 +270,8 @@ assert list(RegionSnapshot._fields[4:15]) == [
     "priority",
 ]
 
-SEQLOCK_RETRIES = 100  # VGPU_REGION_SEQLOCK_RETRIES
+SEQLOCK_RETRIES: int = lib.VGPU_REGION_SEQLOCK_RETRIES  # tries per slot
+READ_RETRIES: int = lib.VGPU_REGION_READ_RETRIES  # tries per read, all slots together
 
 _ANOMALY_TEXT = (
     (lib.VGPU_REGION_A_DEVICE_NUM_CLAMPED, lambda h, bad: f"device_num {h[_DEVICE_NUM_RAW]} clamped to 16"),
@@ -274,7 +283,10 @@ _ANOMALY_TEXT = (
     ),
     (
         lib.VGPU_REGION_A_SLOT_SKIPPED,
-        lambda h, bad: f"{h[_SKIPPED]} slot(s) skipped: seqlock did not settle in {SEQLOCK_RETRIES} tries",
+        lambda h, bad: (
+            f"{h[_SKIPPED]} slot(s) skipped: seqlock did not settle within the retry caps "
+            f"({SEQLOCK_RETRIES} tries per slot, {READ_RETRIES} per read)"
+        ),
     ),
     (lib.VGPU_REGION_A_SUM_SATURATED, lambda h, bad: "a per-device sum overflowed 64 bits and was saturated"),
     (lib.VGPU_REGION_A_UNKNOWN_MINOR, lambda h, bad: f"unknown header version 1.{h[_MINOR]}; read as v1.2"),
@@ -346,6 +358,7 @@ def snapshot_from_summary(h, devices: list[DeviceUsage], invalid: list[int], pat
             anomalies,
             h[_PREADS],
             h[_BYTES],
+            False,
         ),
     )
 
@@ -353,7 +366,7 @@ def snapshot_from_summary(h, devices: list[DeviceUsage], invalid: list[int], pat
 class Region:
     """One open shared-region file.  Use :meth:`open`; close it (or use ``with``)."""
 
-    __slots__ = ("path", "writable", "_fd", "_out", "_buf", "_err", "_hint")
+    __slots__ = ("path", "writable", "torn_reads", "_fd", "_out", "_buf", "_err", "_hint", "_good")
 
     def __init__(self, fd: int, path: str, writable: bool):
         self._fd = fd
@@ -363,6 +376,8 @@ class Region:
         self._buf = memoryview(ffi.buffer(self._out))
         self._err = ffi.new("vgpu_region_error_t *")
         self._hint = 0  # layout of the last good read: lets the native reader skip its fstat
+        self._good: RegionSnapshot | None = None  # the last read with every slot consistent
+        self.torn_reads = 0  # reads with a skipped slot (their sums came from _good, if any)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, dir_fd: int | None = None, writable: bool = False) -> Region:
@@ -404,13 +419,30 @@ class Region:
             raise RegionError(RegionErrorCode.IO, self.path, f"fstat failed: {exc.strerror}", exc.errno) from None
 
     def read(self) -> RegionSnapshot:
-        """Decode the region now: one native call (fstat, header, tail, live slots)."""
+        """Decode the region now: one native call (fstat, header, tail, live slots).
+
+        A torn read (a slot whose seqlock did not settle within the caps) gets the slot sums of
+        the last consistent read of this Region, marked ``last_good``; with none yet, the sums of
+        the slots that did settle.
+        """
         if lib.vgpu_region_read(self.fileno(), self._hint, self._out, self._err) < 0:
             self._hint = 0
             raise _error(self._err, self.path)
         snap = _snapshot(self._buf, self.path)
         self._hint = snap.layout
-        return snap
+        if not snap.skipped_slots:
+            self._good = snap
+            return snap
+        self.torn_reads += 1
+        good = self._good
+        if good is None or good.layout is not snap.layout or good.device_num != snap.device_num:
+            return snap
+        return snap._replace(
+            devices=good.devices,
+            live_procs=good.live_procs,
+            anomalies=snap.anomalies + ("slot sums served from the last consistent read",),
+            last_good=True,
+        )
 
     def read_slot(self, index: int, device_num: int = 16) -> SlotInfo:
         """Slot ``index`` in detail (under the seqlock on v1.2); ``device_num`` devices listed."""

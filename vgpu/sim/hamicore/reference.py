@@ -53,8 +53,8 @@ def decode(data: bytes) -> dict[str, Any]:
     procs = [0] * device_num
     live = skipped = 0
     saturated = False  # some per-device sum overflowed 64 bits (as the native reader's anomaly)
-    # v1.2: a slot whose seqlock is odd is mid-write; in a static image it never settles.
-    seqlocked = spec.layout is Layout.V1 and (minor or 0) >= 2
+    # v1.2 and interim: a slot whose seqlock is odd is mid-write; in a static image it never settles.
+    seqlocked = spec.layout is Layout.INTERIM or (spec.layout is Layout.V1 and (minor or 0) >= 2)
     for i in range(proc_num):
         base = spec.slot(i)
         if seqlocked and struct.unpack_from("<Q", data, base + spec.slot_seqlock)[0] & 1:
