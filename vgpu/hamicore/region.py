@@ -26,7 +26,7 @@ import enum
 import logging
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from vgpu._native import ffi, lib
@@ -291,7 +291,33 @@ _ANOMALY_TEXT = (
     (lib.VGPU_REGION_A_SUM_SATURATED, lambda h, bad: "a per-device sum overflowed 64 bits and was saturated"),
     (lib.VGPU_REGION_A_UNKNOWN_MINOR, lambda h, bad: f"unknown header version 1.{h[_MINOR]}; read as v1.2"),
 )
-_warned_minors: set[int] = set()
+
+
+@dataclass(slots=True)
+class _WarnOnce:
+    """Warn once per key, for at most ``cap`` keys, then once that the rest go unlogged.
+
+    The keys come from files (a header's minor version), so a container that writes a new one
+    before every read must not get a log line, or a set entry, per read.
+    """
+
+    cap: int
+    seen: set[int] = field(default_factory=set)
+    full: bool = False
+
+    def first(self, key: int) -> bool | None:
+        """True: log it; None: log that logging stops now; False: stay silent."""
+        if key in self.seen or self.full:
+            return False
+        if len(self.seen) >= self.cap:
+            self.full = True
+            return None
+        self.seen.add(key)
+        return True
+
+
+UNKNOWN_MINOR_WARNINGS = 16
+_unknown_minors = _WarnOnce(UNKNOWN_MINOR_WARNINGS)
 
 
 def _error(err, path: str) -> RegionError:
@@ -337,9 +363,17 @@ def snapshot_from_summary(h, devices: list[DeviceUsage], invalid: list[int], pat
     anomalies: tuple[str, ...] = ()
     if h[_ANOMALIES]:
         anomalies = tuple(text(h, invalid) for bit, text in _ANOMALY_TEXT if h[_ANOMALIES] & bit)
-        if h[_ANOMALIES] & lib.VGPU_REGION_A_UNKNOWN_MINOR and h[_MINOR] not in _warned_minors:
-            _warned_minors.add(h[_MINOR])
-            log.warning("%s: unknown HAMi-core header version 1.%d; reading it as v1.2", path, h[_MINOR])
+        if h[_ANOMALIES] & lib.VGPU_REGION_A_UNKNOWN_MINOR:
+            first = _unknown_minors.first(h[_MINOR])
+            if first:
+                log.warning("%s: unknown HAMi-core header version 1.%d; reading it as v1.2", path, h[_MINOR])
+            elif first is None:
+                log.warning(
+                    "%s: unknown HAMi-core header version 1.%d; %d unknown versions seen, the next ones are not logged",
+                    path,
+                    h[_MINOR],
+                    UNKNOWN_MINOR_WARNINGS,
+                )
     if h[_LAYOUT] >= 3:  # v1.x and interim carry version fields
         head = (path, _LAYOUTS[h[_LAYOUT]], h[_MAJOR], h[_MINOR])
     else:

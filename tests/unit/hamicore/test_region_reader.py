@@ -142,7 +142,15 @@ def test_sm_init_flag_of_old_layouts_is_not_mistaken_for_a_version(tmp_path):
     assert snap.layout is Layout.V0 and snap.version is None and snap.sm_init_flag == 1
 
 
-def test_unknown_minor_reads_as_v12_and_warns_once(v12, caplog):
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    """The unknown-version warnings are process-wide (once per minor): start from none seen."""
+    state = region_module._WarnOnce(region_module.UNKNOWN_MINOR_WARNINGS)
+    monkeypatch.setattr(region_module, "_unknown_minors", state)
+    return state
+
+
+def test_unknown_minor_reads_as_v12_and_warns_once(v12, caplog, fresh_warnings):
     _poke(v12, 8, "<I", 7)
     with caplog.at_level(logging.WARNING, logger="vgpu.hamicore.region"):
         a = read_region(v12)
@@ -151,6 +159,22 @@ def test_unknown_minor_reads_as_v12_and_warns_once(v12, caplog):
     assert a.anomalies == ("unknown header version 1.7; read as v1.2",)
     assert len([r for r in caplog.records if "1.7" in r.message]) == 1
     assert a.devices[0].used_bytes == 1874 * MIB
+
+
+def test_a_new_minor_before_every_read_gets_a_bounded_number_of_warnings(v12, caplog, fresh_warnings):
+    # A container can write another minor version before each read: the log (and the memory
+    # behind "warn once") must not grow with it.
+    n = 5000
+    with caplog.at_level(logging.WARNING, logger="vgpu.hamicore.region"), Region.open(v12) as region:
+        for minor in range(3, 3 + n):
+            _poke(v12, 8, "<I", minor)
+            snap = region.read()
+            assert snap.anomalies == (f"unknown header version 1.{minor}; read as v1.2",)
+    lines = [r.getMessage() for r in caplog.records if "unknown HAMi-core header version" in r.getMessage()]
+    cap = region_module.UNKNOWN_MINOR_WARNINGS
+    assert len(lines) == cap + 1, len(lines)
+    assert "the next ones are not logged" in lines[-1] and str(v12) in lines[0]
+    assert len(fresh_warnings.seen) == cap
 
 
 # ---- counts out of range ------------------------------------------------------------------------
