@@ -1,10 +1,11 @@
 """Reader API of HAMi-core shared-region files, over the native pread-only reader.
 
 Every cache file is written by a workload container and therefore untrusted
-(docs/metrics.md §6).  The native layer (``native/region.c``) opens without following
-symlinks and never blocks on a FIFO, accepts only regular files of the four known sizes,
-preads only the header, the live slots and the tail, clamps every count, and honours the
-v1.2 and interim seqlocks.  This module turns its results into immutable snapshots.
+(docs/metrics.md §6).  The native layer (``native/region.c``) resolves a name once, to an
+``O_PATH`` descriptor (no symlink followed, no device or FIFO opened), verifies that inode and
+only then opens it for I/O (docs/hami-core.md §8); it accepts only regular files of the four
+known sizes, preads only the header, the live slots and the tail, clamps every count, and
+honours the v1.2 and interim seqlocks.  This module turns its results into immutable snapshots.
 
 A slot caught mid-write is re-read within a small cap and otherwise skipped; a
 :class:`Region` then serves the slot sums of its last consistent read (``last_good``), so a file
@@ -417,9 +418,11 @@ class Region:
     def open(cls, path: str | os.PathLike[str], *, dir_fd: int | None = None, writable: bool = False) -> Region:
         """Open ``path`` (relative to ``dir_fd`` if given) safely: no symlink, no FIFO, regular only.
 
-        ``writable`` opens ``O_RDWR`` for the two feedback writes.  Only the final path
-        component is protected against symlinks; the monitor passes a ``dir_fd`` it opened
-        with ``O_NOFOLLOW``.
+        Nothing but a verified regular file is ever opened for I/O, and the name is resolved
+        once, so a name swapped meanwhile for a device node or a FIFO never gets that opened
+        (docs/hami-core.md §8).  ``writable`` opens ``O_RDWR`` for the two feedback writes.
+        Only the final path component is protected against symlinks; the monitor passes a
+        ``dir_fd`` it opened with ``O_NOFOLLOW``.
         """
         try:
             name = os.fspath(path)
