@@ -10,7 +10,10 @@
  *   3. decode_header / 4. decode_devices: the header and tail fields, the device section;
  *   5. read_live_slots: the live prefix procs[0, proc_num) in batches of 8 slots, one pread per
  *      batch, and under the v1.2 seqlock one preadv of the batch's seqlock words before (s1) and
- *      after (s2) it (read_batch); live slots are summed per device (add_slot).
+ *      after (s2) it (read_batch); live slots are summed per device (add_slot).  A slot caught
+ *      mid-write is re-read alone, within two caps (VGPU_REGION_SEQLOCK_RETRIES per slot,
+ *      VGPU_REGION_READ_RETRIES per read), then skipped: a file whose seqlocks never settle
+ *      cannot make a read cost more than a few hundred microseconds.
  * A v1.2 file with up to 8 live slots costs 4 reads, the other layouts 2 (plus an fstat when the
  * layout is new or changed).  The cost grows with the live slots, not with the 1,024 capacity.
  *
@@ -221,15 +224,27 @@ static const layout_desc_t *validate(int fd, unsigned char *hdr, uint64_t *file_
     return L;
 }
 
-/* Copy slot `i` into `slot`; under the seqlock when `seqlocked`.  Returns 1 when read,
- * 0 when the seqlock never settled (skip it this tick), -1 on error. */
+/* Whether the slots of this file are written under their seqlock: v1.2 and later (an unknown
+ * minor reads as v1.2), and the interim layout, whose seqlock sits right after hostpid. */
+static int slots_seqlocked(const layout_desc_t *L, uint32_t minor) {
+    return L->layout == VGPU_REGION_LAYOUT_INTERIM || (L->layout == VGPU_REGION_LAYOUT_V1 && minor >= 2);
+}
+
+/* Copy slot `i` into `slot`; under the seqlock when `seqlocked`, with at most
+ * VGPU_REGION_SEQLOCK_RETRIES tries, each also taken from `*budget` (the read's remaining
+ * retries; NULL: no shared budget).  Returns 1 when read, 0 when the seqlock did not settle
+ * within the caps (skip the slot this time), -1 on error. */
 static int read_slot_raw(int fd, const layout_desc_t *L, int seqlocked, uint32_t i, unsigned char *slot,
-                         io_count_t *io, vgpu_region_error_t *err) {
+                         int *budget, io_count_t *io, vgpu_region_error_t *err) {
     off_t base = (off_t)(L->off_procs + (size_t)i * L->slot_size);
     if (!seqlocked) return pread_full(fd, slot, L->slot_size, base, io, err) < 0 ? -1 : 1;
     off_t seq_off = base + (off_t)L->slot_seqlock;
     for (int tries = 0; tries < VGPU_REGION_SEQLOCK_RETRIES; tries++) {
         unsigned char b[8];
+        if (budget) {
+            if (*budget <= 0) return 0;
+            (*budget)--;
+        }
         if (tries) sched_yield();
         if (pread_full(fd, b, 8, seq_off, io, err) < 0) return -1;
         uint64_t s1 = rd_u64(b);
@@ -336,6 +351,7 @@ typedef struct {
     uint64_t file_size;
     int first_chunk_loaded;                 /* chunk holds the first batch (header read) */
     int first_s1_loaded;                    /* s1 holds the first batch's seqlock words (header read) */
+    int retries_left;                       /* slot re-reads this read may still make */
     io_count_t io;
     read_bufs_t *b;
 } region_read_t;
@@ -374,9 +390,9 @@ static uint32_t clamp_proc_num(int32_t raw) {
     return raw < 0 ? 0 : raw > VGPU_REGION_MAX_PROCS ? VGPU_REGION_MAX_PROCS : (uint32_t)raw;
 }
 
-/* Phase 2: the header together with the first batch of up to 8 slots in one preadv: v1.x files
- * (seqlocked from 1.2 on) get the batch's seqlock words (s1), the other layouts the batch
- * itself.  Then the header checks: magic, version. */
+/* Phase 2: the header together with the first batch of up to 8 slots in one preadv: the layouts
+ * with a slot seqlock (v1.x, seqlocked from 1.2 on, and interim) get the batch's seqlock words
+ * (s1), the other layouts the batch itself.  Then the header checks: magic, version. */
 static int read_header(region_read_t *r, uint32_t proc_num, uint32_t *major, uint32_t *minor,
                        vgpu_region_error_t *err) {
     const layout_desc_t *L = r->L;
@@ -385,7 +401,7 @@ static int read_header(region_read_t *r, uint32_t proc_num, uint32_t *major, uin
     struct iovec iov[1 + 3 * CHUNK_SLOTS];
     int k = 0;
     iov[k++] = (struct iovec){b->hdr, L->off_procs};
-    if (n0 && L->layout == VGPU_REGION_LAYOUT_V1) {
+    if (n0 && L->has_slot_seqlock) {
         k += seq_iov(L, n0, b->s1, b->slot_buf, iov + k);
         r->first_s1_loaded = 1;
     } else if (n0) {
@@ -409,8 +425,8 @@ static void decode_header(const region_read_t *r, uint32_t major, uint32_t minor
     out->has_last_kernel = L->has_last_kernel;
     if (L->layout == VGPU_REGION_LAYOUT_V1) {
         if (minor != 1 && minor != 2) out->anomalies |= VGPU_REGION_A_UNKNOWN_MINOR;
-        out->seqlocked = minor >= 2;
     }
+    out->seqlocked = slots_seqlocked(L, minor);
     out->sm_init_flag = rd_i32(hdr + L->off_sm_init);
     out->device_num_raw = rd_u64(hdr + L->off_device_num);
     out->device_num = out->device_num_raw > VGPU_REGION_MAX_DEVICES ? VGPU_REGION_MAX_DEVICES
@@ -467,8 +483,8 @@ static void add_slot(const layout_desc_t *L, const unsigned char *slot, vgpu_reg
 
 /* Phase 5, one batch: slots [first, first + n), n <= 8, in one pread; under the seqlock the
  * batch's seqlock words are read before (s1) and after (s2) it, each in one preadv.  A slot
- * whose s1 is odd or differs from s2 was being written: it is re-read alone, up to 100 times,
- * and skipped (counted) when it never settles.  The first batch may come with the header. */
+ * whose s1 is odd or differs from s2 was being written: it is re-read alone within the retry
+ * caps, and skipped (counted) when it does not settle.  The first batch may come with the header. */
 static int read_batch(region_read_t *r, uint32_t first, uint32_t n, vgpu_region_summary_t *out,
                       vgpu_region_error_t *err) {
     const layout_desc_t *L = r->L;
@@ -482,7 +498,7 @@ static int read_batch(region_read_t *r, uint32_t first, uint32_t n, vgpu_region_
     for (uint32_t j = 0; j < n; j++) {
         const unsigned char *slot = b->chunk + (size_t)j * L->slot_size;
         if (out->seqlocked && ((b->s1[j] & 1) || b->s1[j] != b->s2[j])) {
-            int got = read_slot_raw(r->fd, L, 1, first + j, b->slot_buf, &r->io, err);
+            int got = read_slot_raw(r->fd, L, 1, first + j, b->slot_buf, &r->retries_left, &r->io, err);
             if (got < 0) return -1;
             if (got == 0) {
                 out->skipped_slots++;
@@ -507,7 +523,7 @@ static int read_live_slots(region_read_t *r, vgpu_region_summary_t *out, vgpu_re
 
 int vgpu_region_read(int fd, int32_t layout_hint, vgpu_region_summary_t *out, vgpu_region_error_t *err) {
     read_bufs_t bufs;
-    region_read_t r = {.fd = fd, .b = &bufs};
+    region_read_t r = {.fd = fd, .b = &bufs, .retries_left = VGPU_REGION_READ_RETRIES};
     uint32_t major, minor;
 
     clear_error(err);
@@ -536,8 +552,7 @@ int vgpu_region_read_slot(int fd, uint32_t index, vgpu_region_slot_t *out, vgpu_
         return fail(err, VGPU_REGION_E_ARG, 0, "slot index %u is out of range [0, %d)", index, VGPU_REGION_MAX_PROCS);
     const layout_desc_t *L = validate(fd, hdr, &file_size, &major, &minor, NULL, err);
     if (!L) return -1;
-    int seqlocked = L->layout == VGPU_REGION_LAYOUT_V1 && minor >= 2;
-    int r = read_slot_raw(fd, L, seqlocked, index, slot, NULL, err);
+    int r = read_slot_raw(fd, L, slots_seqlocked(L, minor), index, slot, NULL, NULL, err);
     if (r < 0) return -1;
     if (r == 0) {
         out->consistent = 0;
@@ -548,42 +563,51 @@ int vgpu_region_read_slot(int fd, uint32_t index, vgpu_region_slot_t *out, vgpu_
     return 0;
 }
 
+/* The open rule (docs/hami-core.md §8): the name is resolved once, to an O_PATH descriptor,
+ * which opens nothing for I/O (no device driver's open, no FIFO rendezvous, no IN_OPEN), and
+ * without following a final symlink; fstat of that descriptor decides; only a regular file is
+ * then opened for I/O, through /proc/self/fd/N, i.e. the verified inode itself and never the name
+ * again, which the container may have pointed elsewhere meanwhile. */
 int vgpu_region_open(int dirfd, const char *path, int writable, vgpu_region_error_t *err) {
     struct stat pre, post;
+    char self_fd[sizeof "/proc/self/fd/" + 3 * sizeof(int)];
     clear_error(err);
     if (!path || !*path) return fail(err, VGPU_REGION_E_ARG, 0, "empty path");
     if (dirfd < 0) dirfd = AT_FDCWD;
-    if (fstatat(dirfd, path, &pre, AT_SYMLINK_NOFOLLOW) < 0) {
+    int pfd = openat(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd < 0) {
         int e = errno;
         if (e == ENOENT) return fail(err, VGPU_REGION_E_NOT_FOUND, e, "does not exist");
-        return fail(err, VGPU_REGION_E_OPEN, e, "cannot stat: %s", strerror(e));
+        return fail(err, VGPU_REGION_E_OPEN, e, "cannot resolve: %s", strerror(e));
     }
-    if (S_ISLNK(pre.st_mode))
-        return fail(err, VGPU_REGION_E_SYMLINK, 0, "is a symbolic link (never followed)");
-    if (!S_ISREG(pre.st_mode))
-        return fail(err, VGPU_REGION_E_NOT_REGULAR, 0, "is %s, not a regular file", file_kind(pre.st_mode));
-
-    int flags = (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
-    int fd = openat(dirfd, path, flags);
-    if (fd < 0) {
+    if (fstat(pfd, &pre) < 0) {
         int e = errno;
-        if (e == ELOOP) return fail(err, VGPU_REGION_E_SYMLINK, e, "is a symbolic link (never followed)");
-        if (e == ENOENT) return fail(err, VGPU_REGION_E_NOT_FOUND, e, "does not exist");
-        if (e == EISDIR || e == ENXIO)
-            return fail(err, VGPU_REGION_E_NOT_REGULAR, e, "is not a regular file (%s)", strerror(e));
+        close(pfd);
+        return fail(err, VGPU_REGION_E_IO, e, "fstat failed: %s", strerror(e));
+    }
+    if (!S_ISREG(pre.st_mode)) {
+        close(pfd);
+        if (S_ISLNK(pre.st_mode)) return fail(err, VGPU_REGION_E_SYMLINK, 0, "is a symbolic link (never followed)");
+        return fail(err, VGPU_REGION_E_NOT_REGULAR, 0, "is %s, not a regular file", file_kind(pre.st_mode));
+    }
+    snprintf(self_fd, sizeof self_fd, "/proc/self/fd/%d", pfd);
+    int fd = open(self_fd, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int e = errno;
+    close(pfd);
+    if (fd < 0) {
+        if (e == ENOENT)
+            return fail(err, VGPU_REGION_E_OPEN, e, "cannot reopen the verified file through %s (is /proc mounted?)",
+                        "/proc/self/fd");
         return fail(err, VGPU_REGION_E_OPEN, e, "cannot open %s: %s", writable ? "read-write" : "read-only",
                     strerror(e));
     }
     if (fstat(fd, &post) < 0) {
-        int e = errno;
+        e = errno;
         close(fd);
         return fail(err, VGPU_REGION_E_IO, e, "fstat failed: %s", strerror(e));
     }
-    if (!S_ISREG(post.st_mode)) {
-        close(fd);
-        return fail(err, VGPU_REGION_E_NOT_REGULAR, 0, "is %s, not a regular file", file_kind(post.st_mode));
-    }
-    if (post.st_dev != pre.st_dev || post.st_ino != pre.st_ino) {
+    /* Cannot differ (the reopen is of the inode, not of a name); checked all the same. */
+    if (!S_ISREG(post.st_mode) || post.st_dev != pre.st_dev || post.st_ino != pre.st_ino) {
         close(fd);
         return fail(err, VGPU_REGION_E_RACE, 0, "was replaced while being opened");
     }

@@ -23,7 +23,12 @@
 #define VGPU_REGION_MAX_PROCS 1024
 #define VGPU_REGION_UUID_LEN 96
 #define VGPU_REGION_MSG_LEN 200
-#define VGPU_REGION_SEQLOCK_RETRIES 100
+/* A slot whose seqlock is odd or moved is re-read alone up to VGPU_REGION_SEQLOCK_RETRIES times,
+ * and one vgpu_region_read makes at most VGPU_REGION_READ_RETRIES such re-reads over all its
+ * slots; past either cap the slot is skipped for this read.  So a file whose seqlocks never settle
+ * costs about what a settled one does (docs/hami-core.md §8). */
+#define VGPU_REGION_SEQLOCK_RETRIES 4
+#define VGPU_REGION_READ_RETRIES 32
 
 /* ---- on-disk structures (never instantiated by the reader; used for offsets) ---- */
 
@@ -193,7 +198,7 @@ enum {
     VGPU_REGION_A_PROC_NUM_CLAMPED = 1 << 1,   /* proc_num > 1024 */
     VGPU_REGION_A_PROC_NUM_NEGATIVE = 1 << 2,  /* proc_num < 0 */
     VGPU_REGION_A_BAD_UUID = 1 << 3,           /* a uuid without NUL or with non-printable bytes */
-    VGPU_REGION_A_SLOT_SKIPPED = 1 << 4,       /* a slot's seqlock never settled (100 tries) */
+    VGPU_REGION_A_SLOT_SKIPPED = 1 << 4,       /* a slot's seqlock did not settle within the retry caps */
     VGPU_REGION_A_SUM_SATURATED = 1 << 5,      /* a per-device sum overflowed 64 bits */
     VGPU_REGION_A_UNKNOWN_MINOR = 1 << 6,      /* v1.x with minor not 1 or 2 (read as v1.2) */
 };
@@ -230,7 +235,7 @@ typedef struct {
     int32_t layout;            /* VGPU_REGION_LAYOUT_* */
     uint32_t major_version;    /* 0 for original/v0 (no version fields) */
     uint32_t minor_version;
-    int32_t seqlocked;         /* 1 when slots were read under the seqlock (minor >= 2) */
+    int32_t seqlocked;         /* 1 when slots were read under the seqlock (v1.2+ and interim) */
     int32_t has_util;          /* layout has device_util (all but original) */
     int32_t has_last_kernel;   /* layout has last_kernel_time (v1.x, interim) */
     uint64_t file_size;
@@ -239,7 +244,7 @@ typedef struct {
     int32_t proc_num_raw;      /* as stored */
     uint32_t proc_num;         /* clamped to [0, 1024] */
     uint32_t live_procs;       /* slots with pid != 0 and status != 0 */
-    uint32_t skipped_slots;    /* slots skipped: seqlock never settled */
+    uint32_t skipped_slots;    /* slots skipped: seqlock did not settle within the retry caps */
     int32_t sm_init_flag;
     int32_t utilization_switch;
     int32_t recent_kernel;
@@ -269,8 +274,11 @@ typedef struct {
     vgpu_region_slot_device_t devices[VGPU_REGION_MAX_DEVICES];
 } vgpu_region_slot_t;
 
-/* Open `path` (relative to `dirfd`, or AT_FDCWD) without following a final symlink, without
- * blocking on a FIFO, and only if it is a regular file.  Returns the fd or -1 and fills err. */
+/* Open `path` (relative to `dirfd`, or AT_FDCWD) only if it is a regular file, and never open
+ * anything else for I/O: the name is first resolved to an O_PATH descriptor (no final symlink
+ * followed, no device or FIFO open routine run), that inode is verified by fstat, and only then
+ * is it opened for reading (or read-write) through /proc/self/fd/N, which is that same inode
+ * whatever the name points to by then.  Returns the fd or -1 and fills err. */
 int vgpu_region_open(int dirfd, const char *path, int writable, vgpu_region_error_t *err);
 
 /* Decode the region behind `fd` in one call.  Returns 0, or -1 with err filled.

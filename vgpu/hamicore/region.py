@@ -1,10 +1,16 @@
 """Reader API of HAMi-core shared-region files, over the native pread-only reader.
 
 Every cache file is written by a workload container and therefore untrusted
-(docs/metrics.md §6).  The native layer (``native/region.c``) opens without following
-symlinks and never blocks on a FIFO, accepts only regular files of the four known sizes,
-preads only the header, the live slots and the tail, clamps every count, and honours the
-v1.2 seqlock.  This module turns its results into immutable snapshots.
+(docs/metrics.md §6).  The native layer (``native/region.c``) resolves a name once, to an
+``O_PATH`` descriptor (no symlink followed, no device or FIFO opened), verifies that inode and
+only then opens it for I/O (docs/hami-core.md §8); it accepts only regular files of the four
+known sizes, preads only the header, the live slots and the tail, clamps every count, and
+honours the v1.2 and interim seqlocks.  This module turns its results into immutable snapshots.
+
+A slot caught mid-write is re-read within a small cap and otherwise skipped; a
+:class:`Region` then serves the slot sums of its last consistent read (``last_good``), so a file
+whose seqlocks never settle costs little and still reports its last true values
+(docs/hami-core.md §8).
 
 The only exception that leaves this API is :class:`RegionError`; its ``code`` says what
 exactly is wrong.  ``RegionErrorCode.UNINITIALISED`` is not a fault: the creator has not set
@@ -22,7 +28,7 @@ import logging
 import os
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from vgpu._native import ffi, lib
@@ -132,7 +138,7 @@ class RegionSnapshot(NamedTuple):
     proc_num_raw: int  # as stored
     proc_num: int  # clamped to [0, 1024]
     live_procs: int  # slots with pid != 0 and status != 0
-    skipped_slots: int  # seqlock never settled this time
+    skipped_slots: int  # seqlock did not settle within the retry caps this time
     sm_init_flag: int
     utilization_switch: int
     recent_kernel: int
@@ -146,6 +152,9 @@ class RegionSnapshot(NamedTuple):
     anomalies: tuple[str, ...]  # what was clamped or skipped, in words
     preads: int  # read syscalls spent (the fstat, when made, is not counted)
     bytes_read: int
+    # True: this read was torn (skipped_slots > 0) and `devices`/`live_procs` are the Region's last
+    # consistent read's; the header and tail fields are still this read's.
+    last_good: bool = False
 
     @property
     def version(self) -> str | None:
@@ -277,7 +286,8 @@ assert list(RegionSnapshot._fields[4:15]) == [
     "priority",
 ]
 
-SEQLOCK_RETRIES = 100  # VGPU_REGION_SEQLOCK_RETRIES
+SEQLOCK_RETRIES: int = lib.VGPU_REGION_SEQLOCK_RETRIES  # tries per slot
+READ_RETRIES: int = lib.VGPU_REGION_READ_RETRIES  # tries per read, all slots together
 
 # (anomaly bit, its text from the summary fields and the devices with a bad uuid)
 _ANOMALY_TEXT: tuple[tuple[int, Callable[[tuple[Any, ...], list[int]], str]], ...] = (
@@ -290,12 +300,41 @@ _ANOMALY_TEXT: tuple[tuple[int, Callable[[tuple[Any, ...], list[int]], str]], ..
     ),
     (
         lib.VGPU_REGION_A_SLOT_SKIPPED,
-        lambda h, bad: f"{h[_SKIPPED]} slot(s) skipped: seqlock did not settle in {SEQLOCK_RETRIES} tries",
+        lambda h, bad: (
+            f"{h[_SKIPPED]} slot(s) skipped: seqlock did not settle within the retry caps "
+            f"({SEQLOCK_RETRIES} tries per slot, {READ_RETRIES} per read)"
+        ),
     ),
     (lib.VGPU_REGION_A_SUM_SATURATED, lambda h, bad: "a per-device sum overflowed 64 bits and was saturated"),
     (lib.VGPU_REGION_A_UNKNOWN_MINOR, lambda h, bad: f"unknown header version 1.{h[_MINOR]}; read as v1.2"),
 )
-_warned_minors: set[int] = set()
+
+
+@dataclass(slots=True)
+class _WarnOnce:
+    """Warn once per key, for at most ``cap`` keys, then once that the rest go unlogged.
+
+    The keys come from files (a header's minor version), so a container that writes a new one
+    before every read must not get a log line, or a set entry, per read.
+    """
+
+    cap: int
+    seen: set[int] = field(default_factory=set)
+    full: bool = False
+
+    def first(self, key: int) -> bool | None:
+        """True: log it; None: log that logging stops now; False: stay silent."""
+        if key in self.seen or self.full:
+            return False
+        if len(self.seen) >= self.cap:
+            self.full = True
+            return None
+        self.seen.add(key)
+        return True
+
+
+UNKNOWN_MINOR_WARNINGS = 16
+_unknown_minors = _WarnOnce(UNKNOWN_MINOR_WARNINGS)
 
 
 def _error(err: Any, path: str) -> RegionError:
@@ -343,9 +382,17 @@ def snapshot_from_summary(
     anomalies: tuple[str, ...] = ()
     if h[_ANOMALIES]:
         anomalies = tuple(text(h, invalid) for bit, text in _ANOMALY_TEXT if h[_ANOMALIES] & bit)
-        if h[_ANOMALIES] & lib.VGPU_REGION_A_UNKNOWN_MINOR and h[_MINOR] not in _warned_minors:
-            _warned_minors.add(h[_MINOR])
-            log.warning("%s: unknown HAMi-core header version 1.%d; reading it as v1.2", path, h[_MINOR])
+        if h[_ANOMALIES] & lib.VGPU_REGION_A_UNKNOWN_MINOR:
+            first = _unknown_minors.first(h[_MINOR])
+            if first:
+                log.warning("%s: unknown HAMi-core header version 1.%d; reading it as v1.2", path, h[_MINOR])
+            elif first is None:
+                log.warning(
+                    "%s: unknown HAMi-core header version 1.%d; %d unknown versions seen, the next ones are not logged",
+                    path,
+                    h[_MINOR],
+                    UNKNOWN_MINOR_WARNINGS,
+                )
     if h[_LAYOUT] >= 3:  # v1.x and interim carry version fields
         head = (path, _LAYOUTS[h[_LAYOUT]], h[_MAJOR], h[_MINOR])
     else:
@@ -364,6 +411,7 @@ def snapshot_from_summary(
             anomalies,
             h[_PREADS],
             h[_BYTES],
+            False,
         ),
     )
 
@@ -371,7 +419,7 @@ def snapshot_from_summary(
 class Region:
     """One open shared-region file.  Use :meth:`open`; close it (or use ``with``)."""
 
-    __slots__ = ("path", "writable", "_fd", "_out", "_buf", "_err", "_hint")
+    __slots__ = ("path", "writable", "torn_reads", "_fd", "_out", "_buf", "_err", "_hint", "_good")
 
     def __init__(self, fd: int, path: str, writable: bool):
         self._fd = fd
@@ -381,14 +429,18 @@ class Region:
         self._buf = memoryview(ffi.buffer(self._out))
         self._err = ffi.new("vgpu_region_error_t *")
         self._hint = 0  # layout of the last good read: lets the native reader skip its fstat
+        self._good: RegionSnapshot | None = None  # the last read with every slot consistent
+        self.torn_reads = 0  # reads with a skipped slot (their sums came from _good, if any)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, dir_fd: int | None = None, writable: bool = False) -> Region:
         """Open ``path`` (relative to ``dir_fd`` if given) safely: no symlink, no FIFO, regular only.
 
-        ``writable`` opens ``O_RDWR`` for the two feedback writes.  Only the final path
-        component is protected against symlinks; the monitor passes a ``dir_fd`` it opened
-        with ``O_NOFOLLOW``.
+        Nothing but a verified regular file is ever opened for I/O, and the name is resolved
+        once, so a name swapped meanwhile for a device node or a FIFO never gets that opened
+        (docs/hami-core.md §8).  ``writable`` opens ``O_RDWR`` for the two feedback writes.
+        Only the final path component is protected against symlinks; the monitor passes a
+        ``dir_fd`` it opened with ``O_NOFOLLOW``.
         """
         try:
             name = os.fspath(path)
@@ -422,13 +474,30 @@ class Region:
             raise RegionError(RegionErrorCode.IO, self.path, f"fstat failed: {exc.strerror}", exc.errno) from None
 
     def read(self) -> RegionSnapshot:
-        """Decode the region now: one native call (fstat, header, tail, live slots)."""
+        """Decode the region now: one native call (fstat, header, tail, live slots).
+
+        A torn read (a slot whose seqlock did not settle within the caps) gets the slot sums of
+        the last consistent read of this Region, marked ``last_good``; with none yet, the sums of
+        the slots that did settle.
+        """
         if lib.vgpu_region_read(self.fileno(), self._hint, self._out, self._err) < 0:
             self._hint = 0
             raise _error(self._err, self.path)
         snap = _snapshot(self._buf, self.path)
         self._hint = snap.layout
-        return snap
+        if not snap.skipped_slots:
+            self._good = snap
+            return snap
+        self.torn_reads += 1
+        good = self._good
+        if good is None or good.layout is not snap.layout or good.device_num != snap.device_num:
+            return snap
+        return snap._replace(
+            devices=good.devices,
+            live_procs=good.live_procs,
+            anomalies=snap.anomalies + ("slot sums served from the last consistent read",),
+            last_good=True,
+        )
 
     def read_slot(self, index: int, device_num: int = 16) -> SlotInfo:
         """Slot ``index`` in detail (under the seqlock on v1.2); ``device_num`` devices listed."""

@@ -156,6 +156,8 @@ class ContainerCollector(Collector):
                     reason = exc.code.name.lower()
                     errors[reason] = errors.get(reason, 0) + 1
                     continue  # invalid for this scrape; the others keep reporting
+                if snap.skipped_slots:  # torn: served the last consistent sums (docs/hami-core.md §8)
+                    errors["torn"] = errors.get("torn", 0) + 1
                 has_util = snap.has_util
                 lkt = snap.last_kernel_time
                 age = max(0, now - lkt) if lkt else None  # lkt None (no field) or 0 (never): not emitted

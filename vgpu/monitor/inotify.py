@@ -33,6 +33,7 @@ IN_CLOEXEC = os.O_CLOEXEC
 # it again and again.  A new file shows up as IN_CREATE (its magic comes later, through mmap).
 DIR_EVENTS = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len
+MAX_READS = 16  # 64 KiB reads per read_events call: ~4,000 events or more
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +80,15 @@ class Inotify:
     def rm_watch(self, wd: int) -> None:
         self._libc.inotify_rm_watch(self._fd, wd)  # EINVAL for an already-gone watch is fine
 
-    def read_events(self) -> list[Event]:
-        """Every queued event (never blocks)."""
+    def read_events(self, max_reads: int = MAX_READS) -> list[Event]:
+        """The queued events, from at most ``max_reads`` reads (never blocks).
+
+        Bounded because a container that renames files in a loop queues events faster than they
+        can be drained: "until the queue is empty" never came, and the monitor loop stalled in
+        here.  What is left stays queued and wakes the loop again.
+        """
         events: list[Event] = []
-        while True:
+        for _ in range(max_reads):
             try:
                 data = os.read(self._fd, 65536)
             except BlockingIOError:
@@ -100,6 +106,7 @@ class Inotify:
                 raw = data[pos : pos + length]
                 pos += length
                 events.append(Event(wd, mask, raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")))
+        return events
 
     def close(self) -> None:
         fd, self._fd = self._fd, -1

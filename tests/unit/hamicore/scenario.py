@@ -19,6 +19,7 @@ from vgpu.sim.hamicore.scenario import (  # noqa: F401 - the region tests use th
     UUIDS,
     VARIANTS,
     standard_region,
+    stuck_seqlock_region,
 )
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]

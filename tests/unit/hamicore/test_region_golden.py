@@ -197,7 +197,7 @@ def test_writer_files_decode_to_the_expected_numbers(tmp_path, variant):
     assert snap.file_size == size[variant] == path.stat().st_size
     assert snap.layout_name == variant
     assert snap.version == {"v1.1": "1.1", "v1.2": "1.2", "interim": "1.1"}.get(variant)
-    assert snap.seqlocked == (variant == "v1.2")
+    assert snap.seqlocked == (variant in ("v1.2", "interim"))
     assert snap.proc_num == STANDARD_EXPECTED["proc_num"]
     assert snap.live_procs == STANDARD_EXPECTED["live_procs"]
     assert snap.priority == STANDARD_EXPECTED["priority"]

@@ -65,7 +65,7 @@ def read_python(fd: int, path: str) -> RegionSnapshot:
         int(spec.layout),
         ref["major_version"] or 0,
         minor or 0,
-        int(spec.layout is Layout.V1 and minor >= 2),
+        int(spec.layout is Layout.INTERIM or (spec.layout is Layout.V1 and minor >= 2)),
         int(spec.has_util),
         int(last_kernel is not None),
         size,

@@ -54,10 +54,10 @@ def decode(data: bytes) -> dict[str, Any]:
     procs = [0] * device_num
     live = skipped = 0
     saturated = False  # some per-device sum overflowed 64 bits (as the native reader's anomaly)
-    # v1.2: a slot whose seqlock is odd is mid-write; in a static image it never settles.
-    seqlocked = spec.layout is Layout.V1 and (minor or 0) >= 2
+    # v1.2 and interim: a slot whose seqlock is odd is mid-write; in a static image it never settles.
+    seqlocked = spec.layout is Layout.INTERIM or (spec.layout is Layout.V1 and (minor or 0) >= 2)
     seqlock_at = spec.slot_seqlock
-    assert not seqlocked or seqlock_at is not None  # every v1 layout has the slot seqlock
+    assert not seqlocked or seqlock_at is not None  # every seqlocked layout has the slot seqlock
     for i in range(proc_num):
         base = spec.slot(i)
         if seqlocked and seqlock_at is not None and struct.unpack_from("<Q", data, base + seqlock_at)[0] & 1:

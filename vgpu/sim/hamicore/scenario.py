@@ -7,10 +7,13 @@ into ``<hook>/containers/<uid>_<ctr>/`` where the monitor looks for it.
 
 from __future__ import annotations
 
+import os
 import pathlib
+import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from vgpu.hamicore import layouts
 from vgpu.sim.hamicore.writer import RegionWriter
 
 MIB = 2**20
@@ -148,3 +151,30 @@ def add_container(hook: pathlib.Path, uid: str, ctr: str, name: str = "a.cache",
     d = container_dir(hook, uid, ctr)
     write_region(d / name, **kw)
     return d / name
+
+
+def stuck_seqlock_region(path: pathlib.Path, *, odd: bool = True) -> pathlib.Path:
+    """A v1.2 region with all 1,024 slots live and (``odd``) every seqlock odd: never settles.
+
+    What a hostile container can leave behind to make every read of its region retry.  Each slot
+    holds 1 MiB on device 0 (so a consistent read sums 1,024 MiB).  Written with one ``pwrite`` of
+    the whole slot array: attaching 1,024 processes one by one takes seconds.
+    """
+    write_region(path, procs=[(1, [1])])
+    spec = layouts.V1
+    seqlock = spec.slot_seqlock
+    assert seqlock is not None
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        slot0 = os.pread(fd, spec.slot_size, spec.slot(0))
+        slots = bytearray()
+        for i in range(layouts.MAX_PROCS):
+            slot = bytearray(slot0)
+            struct.pack_into("<i", slot, 0, i + 1)
+            struct.pack_into("<Q", slot, seqlock, 1 if odd else 2)
+            slots += slot
+        os.pwrite(fd, bytes(slots), spec.slot(0))
+        os.pwrite(fd, struct.pack("<i", layouts.MAX_PROCS), spec.off_proc_num)
+    finally:
+        os.close(fd)
+    return path
