@@ -19,10 +19,12 @@ import pytest
 
 from tests.unit.monitor.helpers import add_container, container_dir, parse
 from vgpu.sim.hamicore.hostile import NameSwapper, OpenWatch
-from vgpu.sim.hamicore.scenario import stuck_seqlock_region, write_region
+from vgpu.sim.hamicore.scenario import UUIDS, stuck_seqlock_region, write_region
 from vgpu.sim.processes import wait_until
 
 from .conftest import create_pod
+
+ASSIGNED = {"main": list(UUIDS)}  # served vGPU pods: the monitor trusts only the GPUs a pod was given
 
 REAL_OPENS = 20  # the monitor opened the real region this many times while the names were swapping
 DEADLINE_S = 120.0
@@ -40,9 +42,9 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a device nod
 
 @pytest.mark.parametrize("kind", [pytest.param("chardev", marks=needs_root), "fifo"])
 def test_a_cache_file_swapped_for_a_decoy_never_gets_the_decoy_opened(apiserver, start_monitor, hook, kind):
-    good = create_pod(apiserver, "good")
+    good = create_pod(apiserver, "good", gpus=ASSIGNED)
     add_container(hook, good["metadata"]["uid"], "main", procs=[(1, [5, 0])])
-    d = container_dir(hook, create_pod(apiserver, "attacker")["metadata"]["uid"], "main")
+    d = container_dir(hook, create_pod(apiserver, "attacker", gpus=ASSIGNED)["metadata"]["uid"], "main")
     real = write_region(d / "a.cache", procs=[(1, [6, 0])])
     decoy = d / "decoy"  # not a *.cache name: only reachable through the swap
     _make_decoy(decoy, kind)
@@ -68,7 +70,7 @@ def test_a_cache_file_swapped_for_a_decoy_never_gets_the_decoy_opened(apiserver,
 def test_stuck_seqlocks_cost_every_scrape_little_and_are_counted(apiserver, start_monitor, hook):
     # 100 containers, 10 of them with 1,024 live slots whose seqlocks are all odd (never settle).
     for i in range(100):
-        uid = create_pod(apiserver, f"p{i}")["metadata"]["uid"]
+        uid = create_pod(apiserver, f"p{i}", gpus=ASSIGNED)["metadata"]["uid"]
         if i < 10:
             stuck_seqlock_region(container_dir(hook, uid, "main") / "a.cache")
         else:
