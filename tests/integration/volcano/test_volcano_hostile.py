@@ -72,3 +72,25 @@ def test_the_pod_with_the_bad_limit_fails_alone_with_an_event_naming_it(cluster)
     assert len(events) == 1, events
     assert MEMORY in events[0]["message"] and HUGE in events[0]["message"], events[0]["message"]
     _schedule_and_admit(cluster, "good")
+
+
+SPURIOUS = 300
+
+
+def test_spurious_allocates_aggregate_into_one_event_with_a_count(cluster):
+    number = cluster.kubelet.plugin(NUMBER)
+    assert number is not None
+    ids = number.healthy_ids()[:1]
+    for _ in range(SPURIOUS):
+        try:
+            number.allocate([ids])
+        except grpc.RpcError as exc:
+            assert "cannot get valid pod" in (exc.details() or ""), exc.details()
+        else:
+            raise AssertionError("a spurious Allocate succeeded")
+    events = cluster.events("VGPUNoPendingPod")
+    assert len(events) == 1, [(e["metadata"]["name"], e.get("count")) for e in events]
+    ev = events[0]
+    assert ev["count"] == SPURIOUS, ev
+    assert ev["involvedObject"]["kind"] == "Node" and ev["involvedObject"]["name"] == NODE
+    assert ev["lastTimestamp"] >= ev["firstTimestamp"]
