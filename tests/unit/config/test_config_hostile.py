@@ -41,7 +41,7 @@ def test_billion_laughs_is_refused_at_once(key):
     text = laughs(key=key)
     start = time.perf_counter()
     message = error(text)
-    assert time.perf_counter() - start < 0.5
+    assert time.perf_counter() - start < 2  # about 2 ms; before: 20 s and gigabytes
     assert message == (
         "vgpu: invalid configuration in /config/device-config.yaml: (file): not accepted: more than "
         f"{MAX_YAML_NODES} YAML nodes with its aliases expanded (each use of an alias counts its whole anchored value)"
@@ -67,7 +67,7 @@ def test_billion_laughs_peak_memory_in_a_subprocess():
         [sys.executable, "-c", _PEAK], input=laughs(), capture_output=True, text=True, timeout=60, check=True
     )
     seconds, peak_mib = out.stdout.split()
-    assert float(seconds) < 0.5 and int(peak_mib) < 100, out.stdout
+    assert float(seconds) < 2 and int(peak_mib) < 100, out.stdout  # about 2 ms and 15 MiB
 
 
 def test_anchors_within_the_limit_still_work():
@@ -199,7 +199,7 @@ def test_a_huge_unknown_key_is_cheap_and_shown_short():
     text = "nvidia:\n  ? " + "k" * 500_000 + "\n  : 1\n"  # an explicit key: a plain one stops at 1024
     start = time.perf_counter()
     _, warnings = parse_device_config(text, "f")
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 3
     (warning,) = warnings
     assert len(warning) < 400 and "(500000 characters)" in warning
 
@@ -218,7 +218,7 @@ def test_values_are_rendered_without_expanding_them():
         shared = [shared] * 9  # 9^10 leaves when expanded, 90 objects
     start = time.perf_counter()
     text = format_config_value(shared)
-    assert time.perf_counter() - start < 0.05
+    assert time.perf_counter() - start < 1
     assert len(text) == 120 and text.endswith("…")
     loop: list[object] = []
     loop.append(loop)
