@@ -24,6 +24,7 @@ import logging
 import os
 
 from vgpu.config.device_config import default_device_config
+from vgpu.config.limits import MAX_CONFIG_BYTES
 from vgpu.config.loader import effective_config, log_warnings, parse_device_config, parse_node_config
 from vgpu.config.model import ConfigError, DeviceConfig, EffectiveConfig, NodeConfig
 
@@ -47,13 +48,17 @@ def read_config_text(path: PathLike) -> tuple[str, str | None]:
         return name, None
     try:
         with open(name, "rb") as handle:
-            raw = handle.read()
+            raw = handle.read(MAX_CONFIG_BYTES + 1)  # never more: the file may be anything
     except (FileNotFoundError, NotADirectoryError):
         return name, None
     except IsADirectoryError:
         raise ConfigError(name, "(file)", "is a directory, not a file", show_value=False) from None
     except OSError as exc:
         raise ConfigError(name, "(file)", f"cannot be read: {exc.strerror or exc}", show_value=False) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            name, "(file)", f"is larger than {MAX_CONFIG_BYTES} bytes (the most a ConfigMap holds)", show_value=False
+        )
     try:
         return name, raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from vgpu.config.model import ConfigError
+from vgpu.config.limits import MAX_NUMBER_CHARS, MAX_SCALING
+from vgpu.config.model import ConfigError, OversizedNumber, shorten
 
 _MISSING = object()
 
@@ -55,7 +56,7 @@ class Checker:
         raise ConfigError(self.source, key, reason, value)
 
     def warn(self, key: str, message: str) -> None:
-        self.warnings.append(f"{self.source}: {key}: {message}")
+        self.warnings.append(f"{self.source}: {shorten(key)}: {message}")
 
     @property
     def mapping_word(self) -> str:
@@ -92,16 +93,32 @@ class Checker:
             self.fail(key, f"must be {what}", value)
         return value
 
-    def integer(self, key: str, value: object, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    def integer(
+        self,
+        key: str,
+        value: object,
+        *,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        sane_max: int | None = None,
+    ) -> int:
+        """An integer in [minimum, maximum]; ``sane_max``: the bound of docs/configuration.md §2.2 that
+        only stops absurd values (``must be <= 1024``), checked after the range itself."""
+        if isinstance(value, OversizedNumber):
+            self.fail(key, self._range_words(minimum, maximum if maximum is not None else sane_max), value)
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(key, "must be an integer", value)
         self._range(key, value, value, minimum, maximum)
+        if sane_max is not None and value > sane_max:
+            self.fail(key, f"must be <= {sane_max}", value)
         return value
 
     def integer_or_numeric_string(
         self, key: str, value: object, *, minimum: int | None = None, maximum: int | None = None
     ) -> int:
         """An integer, or a string holding one (``libCudaLogLevel: "2"``, as HAMi writes it)."""
+        if isinstance(value, OversizedNumber) or (isinstance(value, str) and len(value.strip()) > MAX_NUMBER_CHARS):
+            self.fail(key, self._range_words(minimum, maximum), value)
         if isinstance(value, str):
             if not _INTEGER_STRING.fullmatch(value.strip()):
                 self.fail(key, "must be an integer or a numeric string", value)
@@ -113,14 +130,27 @@ class Checker:
         self._range(key, value, value, minimum, maximum)
         return value
 
-    def number(self, key: str, value: object, *, positive: bool = False) -> float:
+    def number(self, key: str, value: object, *, positive: bool = False, maximum: float | None = None) -> float:
+        if isinstance(value, OversizedNumber):
+            self.fail(key, "must be a number " + (f"<= {maximum:g}" if maximum is not None else "of sane size"), value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(key, "must be a number", value)
         if not math.isfinite(value):
             self.fail(key, "must be a finite number", value)
         if positive and value <= 0:
             self.fail(key, "must be > 0", value)
+        if maximum is not None and value > maximum:
+            self.fail(key, f"must be <= {maximum:g}", value)
         return float(value)
+
+    @staticmethod
+    def _range_words(minimum: int | None, maximum: int | None) -> str:
+        """Why a number too long to read (more than ``MAX_NUMBER_CHARS`` characters) is refused."""
+        if minimum is not None and maximum is not None:
+            return f"must be between {minimum} and {maximum}"
+        if maximum is not None:
+            return f"must be <= {maximum}"
+        return f"must be an integer of at most {MAX_NUMBER_CHARS} digits"
 
     def _range(self, key: str, value: object, n: int, minimum: int | None, maximum: int | None) -> None:
         """Fail unless `n` (the integer `value` holds) is within bounds; the message shows `value`."""
@@ -136,7 +166,7 @@ class Checker:
     def unknown_key(self, key: str, name: object, known: Iterable[str], *, note: str = "") -> None:
         """Warn about a key we do not use; suggest the closest known one (docs/configuration.md §2.1)."""
         suggestion = closest_key(str(name), known)
-        message = f'unknown key "{name}", ignored'
+        message = f'unknown key "{shorten(str(name), 80)}", ignored'
         if suggestion is not None:
             message += f' (did you mean "{suggestion}"?)'
         if note:
@@ -146,7 +176,7 @@ class Checker:
 
 def core_scaling(c: Checker, key: str, value: object) -> float:
     """A ``deviceCoreScaling`` (either file): a number > 0 giving at least one vgpu-cores ID per GPU."""
-    scaling = c.number(key, value, positive=True)
+    scaling = c.number(key, value, positive=True, maximum=MAX_SCALING)
     if int(100 * scaling) < 1:
         c.fail(key, "must give at least 1 vgpu-cores ID per GPU (int(100 × value) >= 1)", value)
     return scaling
@@ -174,6 +204,8 @@ def closest_key(name: str, known: Iterable[str]) -> str | None:
             return candidate
     best: tuple[int, str] | None = None
     for candidate in known:
+        if abs(len(lowered) - len(candidate)) > 2:
+            continue  # farther than 2 anyway; and a 1 MiB key must not cost len × len work
         distance = edit_distance(lowered, candidate.lower())
         if distance <= 2 and (best is None or distance < best[0]):
             best = (distance, candidate)

@@ -23,6 +23,16 @@ from dataclasses import replace
 from typing import Any
 
 from vgpu.config.checks import Checker, child, core_scaling, item, resource_name_problem
+from vgpu.config.limits import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_GPU_MEMORY_FACTOR,
+    MAX_HEALTH_RECOVERY_SECONDS,
+    MAX_MIG_INSTANCES,
+    MAX_MIG_MEMORY_MIB,
+    MAX_SCALING,
+    MAX_SPLIT_COUNT,
+)
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 from vgpu.config.model import (
     DEFAULT_CORES_NAME,
@@ -136,7 +146,13 @@ def _parse_mig_group(c: Checker, key: str, value: object) -> MigGroup:
     templates_key = child(key, "geometries")
     raw_templates = c.sequence(templates_key, _required(c, key, data, "geometries"), non_empty=True)
     templates = tuple(_parse_mig_template(c, item(templates_key, k), t) for k, t in enumerate(raw_templates))
-    return MigGroup(group=name, geometries=templates)
+    group = MigGroup(group=name, geometries=templates)
+    if group.positions > MAX_MIG_INSTANCES:
+        c.fail(
+            templates_key,
+            f"must have at most {MAX_MIG_INSTANCES} instances in all (the counts add up to {group.positions})",
+        )
+    return group
 
 
 def _parse_mig_template(c: Checker, key: str, value: object) -> MigTemplate:
@@ -146,8 +162,8 @@ def _parse_mig_template(c: Checker, key: str, value: object) -> MigTemplate:
     name = c.string(name_key, _required(c, key, data, "name"))
     if not MIG_INSTANCE_NAME.fullmatch(name):
         c.fail(name_key, "must be a MIG profile name like 1g.10gb or 1g.10gb+me", name)
-    memory = c.integer(child(key, "memory"), _required(c, key, data, "memory"), minimum=1)
-    count = c.integer(child(key, "count"), _required(c, key, data, "count"), minimum=1)
+    memory = c.integer(child(key, "memory"), _required(c, key, data, "memory"), minimum=1, sane_max=MAX_MIG_MEMORY_MIB)
+    count = c.integer(child(key, "count"), _required(c, key, data, "count"), minimum=1, sane_max=MAX_MIG_INSTANCES)
     return MigTemplate(name=name, memory_mib=memory, count=count)
 
 
@@ -173,19 +189,28 @@ _KEYS: dict[str, tuple[str, _Parser]] = {
     "resourceMemoryPercentageName": ("resource_memory_percentage_name", _optional_resource_name),
     "resourcePriorityName": ("resource_priority_name", _optional_resource_name),
     "overwriteEnv": ("overwrite_env", lambda c, k, v: c.boolean(k, v)),
-    "defaultMemory": ("default_memory", lambda c, k, v: c.integer(k, v)),
-    "defaultCores": ("default_cores", lambda c, k, v: c.integer(k, v)),
-    "defaultGPUNum": ("default_gpu_num", lambda c, k, v: c.integer(k, v)),
-    "deviceSplitCount": ("device_split_count", lambda c, k, v: c.integer(k, v, minimum=1)),
-    "deviceMemoryScaling": ("device_memory_scaling", lambda c, k, v: c.number(k, v, positive=True)),
+    "defaultMemory": ("default_memory", lambda c, k, v: c.integer(k, v, minimum=INT64_MIN, maximum=INT64_MAX)),
+    "defaultCores": ("default_cores", lambda c, k, v: c.integer(k, v, minimum=INT64_MIN, maximum=INT64_MAX)),
+    "defaultGPUNum": ("default_gpu_num", lambda c, k, v: c.integer(k, v, minimum=INT64_MIN, maximum=INT64_MAX)),
+    "deviceSplitCount": ("device_split_count", lambda c, k, v: c.integer(k, v, minimum=1, sane_max=MAX_SPLIT_COUNT)),
+    "deviceMemoryScaling": (
+        "device_memory_scaling",
+        lambda c, k, v: c.number(k, v, positive=True, maximum=MAX_SCALING),
+    ),
     "deviceCoreScaling": ("device_core_scaling", core_scaling),
     "disableCoreLimit": ("disable_core_limit", lambda c, k, v: c.boolean(k, v)),
-    "gpuMemoryFactor": ("gpu_memory_factor", lambda c, k, v: c.integer(k, v, minimum=1)),
+    "gpuMemoryFactor": (
+        "gpu_memory_factor",
+        lambda c, k, v: c.integer(k, v, minimum=1, sane_max=MAX_GPU_MEMORY_FACTOR),
+    ),
     "knownMigGeometries": ("known_mig_geometries", _known_mig_geometries),
     "passDeviceSpecs": ("pass_device_specs", lambda c, k, v: c.boolean(k, v)),
     "gpuCorePolicy": ("gpu_core_policy", _gpu_core_policy),
     "libCudaLogLevel": ("lib_cuda_log_level", lambda c, k, v: c.integer_or_numeric_string(k, v, minimum=0, maximum=4)),
-    "healthRecoverySeconds": ("health_recovery_seconds", lambda c, k, v: c.integer(k, v, minimum=0)),
+    "healthRecoverySeconds": (
+        "health_recovery_seconds",
+        lambda c, k, v: c.integer(k, v, minimum=0, sane_max=MAX_HEALTH_RECOVERY_SECONDS),
+    ),
 }
 
 KNOWN_KEYS: tuple[str, ...] = tuple(_KEYS)

@@ -58,7 +58,18 @@ def effective_config(device: DeviceConfig, node: NodeConfig, warnings: Iterable[
     return replace(combined, warnings=tuple(collected))
 
 
+MAX_LOGGED_WARNINGS = 100
+"""Beyond this many, one line counts the rest (a file of 100,000 unknown keys is still a few lines)."""
+
+
 def log_warnings(warnings: Iterable[str], logger: logging.Logger = log) -> None:
-    """Log each configuration warning (the text already names file and key)."""
-    for warning in warnings:
-        logger.warning("configuration: %s", warning, extra={"config_warning": True})
+    """Log each configuration warning (the text already names file and key), at most
+    ``MAX_LOGGED_WARNINGS`` of them, then how many more there were."""
+    more = 0
+    for i, warning in enumerate(warnings):
+        if i < MAX_LOGGED_WARNINGS:
+            logger.warning("configuration: %s", warning, extra={"config_warning": True})
+        else:
+            more += 1
+    if more:
+        logger.warning("configuration: %d more warnings not shown", more, extra={"config_warning": True})

@@ -30,22 +30,99 @@ class ConfigError(Exception):
         self.key = key
         self.reason = reason
         self.value = value
-        msg = f"vgpu: invalid configuration in {path}: {key}: {reason}"
+        msg = f"vgpu: invalid configuration in {path}: {shorten(key)}: {reason}"
         if show_value:
             msg += f" (got {format_config_value(value)})"
         super().__init__(msg)
+
+
+MAX_SHOWN_KEY = 200
+"""Key paths in messages are cut here: a key is operator text too (one of 1 MiB is one line)."""
+
+
+def shorten(text: str, limit: int = MAX_SHOWN_KEY) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text)} characters)"
+
+
+@dataclass(frozen=True)
+class OversizedNumber:
+    """A number written with more than ``MAX_NUMBER_CHARS`` characters, kept unread.
+
+    The parsers return it instead of calling ``int()`` on it (Python refuses more than 4,300
+    digits with a ValueError, and a long one is never a sane value), so that the validator can
+    name the key: every numeric check refuses it as out of range."""
+
+    text: str
+    """The first characters as written."""
+    length: int
+
+    def shown(self) -> str:
+        return f"{self.text[:20]}… ({self.length} characters)"
+
+    def __str__(self) -> str:
+        return self.shown()
+
+
+class _Full(Exception):
+    """The rendered value reached its limit: stop walking it."""
 
 
 def format_config_value(value: object, limit: int = 120) -> str:
     """Render an offending value as the operator wrote it: JSON/YAML spelling, not Python's.
 
     ``"group-1"``, ``true``, ``null``, ``[1, 2]`` (never ``True``/``None``); long values are cut
-    so one bad key cannot flood the log.
+    so one bad key cannot flood the log.  The walk stops as soon as ``limit`` characters are
+    written, so a value built from YAML aliases (shared, and exponentially large when expanded)
+    or a recursive one costs ``limit`` characters, never its expanded size.
     """
+    out: list[str] = []
+    size = 0
+
+    def emit(text: str) -> None:
+        nonlocal size
+        out.append(text)
+        size += len(text)
+        if size > limit:
+            raise _Full
+
+    def key_text(key: object) -> str:
+        if isinstance(key, bool) or key is None:
+            return json.dumps(json.dumps(key))
+        return json.dumps(str(key)[: limit + 1], ensure_ascii=False)
+
+    def walk(v: object, active: set[int]) -> None:
+        if isinstance(v, OversizedNumber):
+            emit(v.shown())
+        elif v is None or isinstance(v, (bool, float)):
+            emit(json.dumps(v))
+        elif isinstance(v, int):
+            emit(str(v) if v.bit_length() <= 256 else f"<an integer of {v.bit_length()} bits>")
+        elif isinstance(v, str):
+            emit(json.dumps(v[: limit + 1], ensure_ascii=False))
+        elif isinstance(v, (dict, list, tuple)):
+            if id(v) in active:
+                emit("{…}" if isinstance(v, dict) else "[…]")
+                return
+            active.add(id(v))
+            is_dict = isinstance(v, dict)
+            emit("{" if is_dict else "[")
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            for i, (k, member) in enumerate(items):
+                if i:
+                    emit(", ")
+                if is_dict:
+                    emit(key_text(k) + ": ")
+                walk(member, active)
+            emit("}" if is_dict else "]")
+            active.discard(id(v))
+        else:
+            emit(str(v)[: limit + 1])
+
     try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
+        walk(value, set())
+    except _Full:
+        pass
+    text = "".join(out)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text

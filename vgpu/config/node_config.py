@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from vgpu.config.checks import Checker, child, core_scaling, item
+from vgpu.config.limits import INT64_MAX, INT64_MIN, MAX_GPU_INDEX, MAX_SPLIT_COUNT
 from vgpu.config.model import MODE_HAMI_CORE, MODE_MIG, FilterDevices, NodeConfig
 
 ROOT_KEY = "nodeconfig"
@@ -114,7 +115,7 @@ def _type_checked_entry(c: Checker, key: str, data: dict[Any, Any]) -> _Entry:
         if name in ("name", "operatingmode", "migstrategy"):
             c.string(path, value)
         elif name == "devicesplitcount":
-            c.integer(path, value)
+            c.integer(path, value, minimum=INT64_MIN, maximum=INT64_MAX)
         elif name in ("devicecorescaling", "devicememoryscaling"):
             c.number(path, value)
         elif name == "libcudaloglevel":
@@ -136,7 +137,10 @@ def _filter_devices(c: Checker, key: str, value: object, *, strict: bool) -> Fil
     if fields.get("index", (None, None))[1] is not None:
         path, raw = fields["index"]
         for i, index in enumerate(c.sequence(path, raw)):
-            indices.add(c.integer(item(path, i), index, minimum=0 if strict else None))
+            if strict:
+                indices.add(c.integer(item(path, i), index, minimum=0, sane_max=MAX_GPU_INDEX))
+            else:
+                indices.add(c.integer(item(path, i), index, minimum=INT64_MIN, maximum=INT64_MAX))
     return FilterDevices(uuids=frozenset(uuids), indices=frozenset(indices))
 
 
@@ -157,6 +161,8 @@ def _matching_entry(c: Checker, source: str, key: str, raw: dict[Any, Any], entr
     split_count = None
     if "devicesplitcount" in entry:
         path, value = entry["devicesplitcount"]
+        if value > MAX_SPLIT_COUNT:
+            c.fail(path, f"must be <= {MAX_SPLIT_COUNT}", value)
         if value > 0:
             split_count = value
         elif value < 0:

@@ -327,3 +327,14 @@ class KubeClient:
 
     def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._call(f"create event in {namespace}", self.core.create_namespaced_event, namespace, body)
+
+    def patch_event(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Strategic-merge patch of an Event (the recorder's repeat: ``count``, ``lastTimestamp``)."""
+        return self._call(
+            f"patch event {namespace}/{name}",
+            self.core.patch_namespaced_event,
+            name,
+            namespace,
+            body,
+            _content_type=STRATEGIC_MERGE,
+        )

@@ -9,9 +9,12 @@ cache.  A change of the configured resource names rebuilds them all.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
 from vgpu.protocol.pod_model import PodView, ResourceNames, pod_view
+
+log = logging.getLogger(__name__)
 
 
 class PodSource(Protocol):
@@ -47,6 +50,9 @@ class PodViews:
             if v is None:
                 v = pod_view(pod, names)
                 self._views[k] = v
+                if v.limit_problem is not None:
+                    # Once per pod version: the pod is never a candidate (docs/protocol.md §5.1).
+                    log.warning("pod %s: %s; it can never be allocated vGPU", v.key, v.limit_problem)
             live.add(k)
             views.append(v)
         if len(self._views) > len(live):

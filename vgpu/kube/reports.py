@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
 
 from vgpu.config.model import DEFAULT_CORES_NAME, DEFAULT_COUNT_NAME, DEFAULT_MEMORY_NAME
 from vgpu.protocol import (
@@ -36,6 +36,18 @@ from vgpu.protocol import (
 from vgpu.protocol.pod_model import ResourceNames, pod_view
 
 NAMES = ResourceNames(DEFAULT_COUNT_NAME, DEFAULT_MEMORY_NAME, DEFAULT_CORES_NAME)
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_LAST_SECOND: Final = int((datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - _EPOCH).total_seconds())
+
+
+def describe_unix_seconds(seconds: int) -> str:
+    """A ``vgpu-time`` as a UTC date, or why it has none: any uint64 is a valid value, but a
+    calendar date past year 9999 is not representable (``datetime.fromtimestamp`` raised there)."""
+    if seconds > _LAST_SECOND:
+        return f"{seconds} s after the epoch (after 9999-12-31T23:59:59Z: no calendar date)"
+    return (_EPOCH + timedelta(seconds=seconds)).isoformat()
+
+
 HAMI_WARNING = "HAMi plugin detected; Volcano ignores these"
 
 
@@ -236,9 +248,7 @@ def value_report(value: str) -> dict[str, Any]:
         return {
             "kind": keys.VGPU_TIME,
             "value": v,
-            "decoded": "done"
-            if v == keys.VGPU_TIME_DONE
-            else datetime.fromtimestamp(decode_vgpu_time(v), UTC).isoformat(),
+            "decoded": "done" if v == keys.VGPU_TIME_DONE else describe_unix_seconds(decode_vgpu_time(v)),
         }
     if ",NVIDIA-" in v or v.count(",") >= 5 and ",NVIDIA," not in v:
         return {"kind": keys.REGISTER, "value": v, "decoded": [asdict(r) for r in decode_register(v)]}

@@ -57,7 +57,8 @@ log = logging.getLogger(__name__)
 ERR_MULTIPLE = "multiple Container Requests not supported"
 ERR_NO_POD = "cannot get valid pod"
 ERR_INIT = "init containers requesting vGPU are not supported"
-ERR_INVALID = "invalid devices-to-allocate"
+ERR_INVALID = matching.ERR_INVALID
+ERR_LIMIT = matching.ERR_LIMIT
 ERR_MODE = matching.ERR_MODE
 
 ALLOCATE_BUDGET_S = 8.0
@@ -172,12 +173,12 @@ class VolcanoAllocator:
             cands = self._candidates(views, kind, n, malformed)
         for m in malformed:
             self.stats.failed_on_sight += 1
-            self._fail_pod(m.view, f"{ERR_INVALID}: {m.why}")
+            self._fail_pod(m.view, m.why)
         if not cands:
             # A malformed pod that was the only one this primary call could have served: its error.
             meant = [m.why for m in malformed if m.meant]
             if meant:
-                raise AllocationError(f"{ERR_INVALID}: {meant[0]}")
+                raise AllocationError(meant[0])
             return self._no_candidate(resource, kind, n)
         pick = matching.choose(cands, kind, ids, uuid_of, self._active)
         if len(cands) > 1:

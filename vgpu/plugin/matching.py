@@ -32,6 +32,8 @@ from vgpu.protocol import ContainerDevice, ProtocolError, keys, segment_gpu_uuid
 from vgpu.protocol.pod_model import PodView, ResourceKind, VgpuContainer
 
 ERR_MODE = "device mode mismatch"
+ERR_INVALID = "invalid devices-to-allocate"
+ERR_LIMIT = "invalid vGPU limit"
 
 RELIST_NOBODY = "nobody waits for this call"
 RELIST_MISMATCH = "the kubelet's IDs lie on GPUs no waiting pod was assigned"
@@ -92,10 +94,11 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Malformed:
-    """An allocating pod whose ``devices-to-allocate`` cannot be used: it fails on sight."""
+    """An allocating pod whose ``devices-to-allocate`` or vGPU limits cannot be used: it fails on sight."""
 
     view: PodView
     why: str
+    """The failure text (Event and gRPC error), e.g. ``invalid vGPU limit: container c: …``."""
     meant: bool
     """Whether it would have been a primary candidate of this call."""
 
@@ -133,6 +136,14 @@ def candidates(
         decoded = v.to_allocate
         st = journal.of(v)
         t = target(v, st, kind)
+        problem = v.limit_problem
+        if problem is not None:
+            # A limit no call can match (out of range, fractional, not a quantity): the pod
+            # can never be served, and only it is affected (issue 15; docs/protocol.md §5.1).
+            if malformed is not None and all(m.view.uid != v.uid for m in malformed):
+                meant = t is not None and t.limit(kind) == n and t.primary is kind
+                malformed.append(Malformed(v, f"{ERR_LIMIT}: {problem}", meant))
+            continue
         init = next((c for c in v.init_containers if c.limit(kind) == n), None)
         if init is not None and not isinstance(decoded, ProtocolError):
             # The kubelet calls init containers first: this call may be one. Such pods always fail.
@@ -141,7 +152,7 @@ def candidates(
         if isinstance(decoded, ProtocolError):
             if malformed is not None and all(m.view.uid != v.uid for m in malformed):
                 meant = t is not None and t.limit(kind) == n and t.primary is kind
-                malformed.append(Malformed(v, str(decoded), meant))
+                malformed.append(Malformed(v, f"{ERR_INVALID}: {decoded}", meant))
             continue
         if t is None or t.limit(kind) != n:
             continue

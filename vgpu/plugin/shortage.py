@@ -91,7 +91,7 @@ def waiting_number_needs(
             or v.bind_phase != keys.BIND_PHASE_ALLOCATING
         ):
             continue
-        if journal.tombstoned(v.uid) or isinstance(v.to_allocate, ProtocolError):
+        if journal.tombstoned(v.uid) or isinstance(v.to_allocate, ProtocolError) or v.limit_problem is not None:
             continue  # done, or failed on sight by the next Allocate: the kubelet is not the problem
         limits = number_left(v, journal)
         left = free

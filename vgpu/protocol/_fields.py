@@ -18,19 +18,33 @@ def is_digits(text: str) -> bool:
     return text.isdigit() and text.isascii()
 
 
+def parse_decimal(text: str, maximum: int) -> int | None:
+    """ASCII ``1*DIGIT`` with a value <= ``maximum``, else ``None``; never raises.
+
+    Leading zeros are allowed (as Go's ``strconv`` allows them) but the value is only converted
+    once it has at most as many significant digits as ``maximum``: ``int()`` on more than 4,300
+    digits raises ValueError, and on thousands of digits costs time (a hostile annotation)."""
+    if not is_digits(text):
+        return None
+    significant = text.lstrip("0")
+    if len(significant) > len(str(maximum)):
+        return None
+    value = int(significant or "0")
+    return value if value <= maximum else None
+
+
 def is_gpu_uuid(text: str) -> bool:
     return GPU_UUID_RE.fullmatch(text) is not None
 
 
 def go_atoi(text: str) -> int | None:
     """Go ``strconv.Atoi``: optional sign, ASCII digits, int64 range; ``None`` on error."""
+    negative = text[:1] == "-"
     body = text[1:] if text[:1] in ("+", "-") else text
-    if not body or not is_digits(body):
+    magnitude = parse_decimal(body, INT64_MAX + 1 if negative else INT64_MAX)
+    if magnitude is None:
         return None
-    value = int(text)
-    if not -(2**63) <= value <= INT64_MAX:
-        return None
-    return value
+    return -magnitude if negative else magnitude
 
 
 def go_uint(value: int) -> int:

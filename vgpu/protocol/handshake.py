@@ -31,9 +31,10 @@ _GO_ZERO_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
 # when the value carries a monotonic reading. The fraction is trimmed (and absent when zero).
 _REPORTED_RE: Final = re.compile(
     r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))? ([+-])(\d{2})(\d{2})"
-    r"(?::(\d{2}))? ([A-Za-z0-9+-]{1,10})(?: m=[+-]\d+\.\d{9})?"
+    r"(?::(\d{2}))? ([A-Za-z0-9+-]{1,10})(?: m=[+-]\d+\.\d{9})?",
+    re.ASCII,  # \d is ASCII 0-9 only: int() would also read '２０２６' (docs/protocol.md §2.2)
 )
-_STAMP_RE: Final = re.compile(r"\d{4}\.\d{2}\.\d{2} \d{2}:\d{2}:\d{2}")
+_STAMP_RE: Final = re.compile(r"\d{4}\.\d{2}\.\d{2} \d{2}:\d{2}:\d{2}", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,22 +48,27 @@ class Handshake:
     """Sub-second part in ns (``time`` holds it truncated to µs)."""
 
 
+def _stamp(t: datetime) -> str:
+    """``SCHEDULER_LAYOUT`` with a 4-digit year, as Go writes it (``%Y`` gives "999" for 999)."""
+    return f"{t.year:04d}.{t:%m.%d %H:%M:%S}"
+
+
 def encode_reported(now: datetime) -> str:
     """``Reported YYYY-MM-DD HH:MM:SS.nnnnnnnnn +0000 UTC`` (our format; always UTC, 9 digits)."""
     if now.tzinfo is None:
         raise ValueError("encode_reported needs a timezone-aware datetime")
     t = now.astimezone(UTC)
-    return f"{REPORTED} {t:%Y-%m-%d %H:%M:%S}.{t.microsecond * 1000:09d} +0000 UTC"
+    return f"{REPORTED} {t.year:04d}-{t:%m-%d %H:%M:%S}.{t.microsecond * 1000:09d} +0000 UTC"
 
 
 def encode_requesting(local_now: datetime) -> str:
     """``Requesting_YYYY.MM.DD HH:MM:SS`` of the scheduler's local wall clock (the zone is dropped)."""
-    return f"{REQUESTING}_{local_now:{SCHEDULER_LAYOUT}}"
+    return f"{REQUESTING}_{_stamp(local_now)}"
 
 
 def encode_deleted(local_now: datetime) -> str:
     """``Deleted_YYYY.MM.DD HH:MM:SS`` of the scheduler's local wall clock."""
-    return f"{DELETED}_{local_now:{SCHEDULER_LAYOUT}}"
+    return f"{DELETED}_{_stamp(local_now)}"
 
 
 def decode_handshake(value: str) -> Handshake:
@@ -79,6 +85,8 @@ def decode_handshake(value: str) -> Handshake:
             raise ProtocolError(ann, "Reported time", 'not "YYYY-MM-DD HH:MM:SS[.fraction] ±hhmm ZONE"', text)
         y, mo, d, h, mi, s, frac, sign, oh, om, osec, _zone = m.groups()
         offset = timedelta(hours=int(oh), minutes=int(om), seconds=int(osec or 0))
+        if offset >= timedelta(hours=24):
+            raise ProtocolError(ann, "Reported time", "zone offset out of range", text)
         tz = timezone(-offset if sign == "-" else offset)
         ns = int((frac or "").ljust(9, "0"))
         try:

@@ -17,7 +17,8 @@ NODE_LOCK_TTL: Final = timedelta(minutes=5)
 
 # Go's RFC3339 parser also accepts a fraction of a second.
 _RFC3339_RE: Final = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))"
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))",
+    re.ASCII,  # \d is ASCII 0-9 only: int() would also read '２０２６' (docs/protocol.md §2.4)
 )
 
 
@@ -26,7 +27,7 @@ def encode_node_lock(now: datetime) -> str:
     if now.tzinfo is None:
         raise ValueError("encode_node_lock needs a timezone-aware datetime")
     offset = now.utcoffset() or timedelta(0)
-    base = f"{now:%Y-%m-%dT%H:%M:%S}"
+    base = f"{now.year:04d}-{now:%m-%dT%H:%M:%S}"  # 4-digit year, as Go writes it ("%Y" gives "999")
     if offset == timedelta(0):
         return base + "Z"
     total = int(offset.total_seconds())

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from vgpu.protocol import keys
-from vgpu.protocol._fields import UINT64_MAX, is_digits
+from vgpu.protocol._fields import UINT64_MAX, is_digits, parse_decimal
 from vgpu.protocol.errors import ProtocolError
 from vgpu.protocol.pod_devices import ContainerDevice, all_consumed, encode_pod_devices
 
@@ -29,9 +29,10 @@ def encode_unix_seconds(seconds: int | float) -> str:
 
 def decode_vgpu_time(value: str, *, annotation: str = keys.VGPU_TIME) -> int:
     """Strict: decimal digits, at most 20 of them, ≤ 2^64−1. ``VGPU_TIME_DONE`` decodes to 2^64−1."""
-    if not is_digits(value) or len(value) > _MAX_TIME_CHARS or int(value) > UINT64_MAX:
+    seconds = parse_decimal(value, UINT64_MAX) if len(value) <= _MAX_TIME_CHARS else None
+    if seconds is None:
         raise ProtocolError(annotation, "", "not decimal Unix seconds", value)
-    return int(value)
+    return seconds
 
 
 def is_vgpu_time_done(value: str | None) -> bool:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from vgpu.protocol import keys
-from vgpu.protocol._fields import UINT32_MAX, go_uint, is_digits, is_gpu_uuid
+from vgpu.protocol._fields import INT64_MAX, UINT32_MAX, go_atoi, go_uint, is_gpu_uuid, parse_decimal
 from vgpu.protocol.errors import ProtocolError
 
 MAX_CORES: Final = 100
@@ -140,9 +140,9 @@ def _diagnose_device(dev: str, annotation: str, index: int, j: int) -> None:
         )
     if typ != keys.DEVICE_TYPE:
         raise ProtocolError(annotation, f"segment {index}, device {j}, field type", 'not "NVIDIA"', typ)
-    if not is_digits(mem) or int(mem) > UINT32_MAX:
+    if parse_decimal(mem, UINT32_MAX) is None:
         raise ProtocolError(annotation, f"segment {index}, device {j}, field usedmem", "not a uint32", mem)
-    if not is_digits(cores) or int(cores) > MAX_CORES:
+    if parse_decimal(cores, MAX_CORES) is None:
         raise ProtocolError(annotation, f"segment {index}, device {j}, field usedcores", "not an integer 0..100", cores)
 
 
@@ -159,10 +159,11 @@ def decode_container_devices(
     if _SEGMENT_RE.fullmatch(segment) is not None:
         out = []
         for uuid, group, pos, mem, cores in _DEVICE_RE.findall(segment):
-            m, c = int(mem), int(cores)
-            if m > UINT32_MAX or c > MAX_CORES:
+            m, c = parse_decimal(mem, UINT32_MAX), parse_decimal(cores, MAX_CORES)
+            p = parse_decimal(pos, INT64_MAX) if group else 0
+            if m is None or c is None or p is None:
                 break
-            out.append(ContainerDevice(uuid, m, c, MigSlot(group, int(pos)) if group else None))
+            out.append(ContainerDevice(uuid, m, c, MigSlot(group, p) if group else None))
         else:
             return tuple(out)
     if segment[-1] != ":":
@@ -222,11 +223,9 @@ class VolcanoPodDevice:
 
 
 def _go_parse_int32(text: str) -> int | None:
-    body = text[1:] if text[:1] in ("+", "-") else text
-    if not body or not is_digits(body):
-        return None
-    v = int(text)
-    return v if -(2**31) <= v <= 2**31 - 1 else None
+    """Go ``strconv.ParseInt(text, 10, 32)``; ``None`` on error."""
+    v = go_atoi(text)
+    return v if v is not None and -(2**31) <= v <= 2**31 - 1 else None
 
 
 def decode_pod_devices_as_volcano(
@@ -251,15 +250,14 @@ def decode_pod_devices_as_volcano(
                     continue
                 f = part.split(",")
                 if len(f) < 4:
-                    problems.append(f"segment {si}: device {part!r} has {len(f)} fields, needs 4")
+                    problems.append(f"segment {si}: device {part[:120]!r} has {len(f)} fields, needs 4")
                     continue
                 if strict_devices:
-                    if not (
-                        is_digits(f[2]) and int(f[2]) <= UINT32_MAX and is_digits(f[3]) and int(f[3]) <= UINT32_MAX
-                    ):
-                        problems.append(f"segment {si}: device {part!r} has a non-uint32 usedmem/usedcores")
+                    smem, scores = parse_decimal(f[2], UINT32_MAX), parse_decimal(f[3], UINT32_MAX)
+                    if smem is None or scores is None:
+                        problems.append(f"segment {si}: device {part[:120]!r} has a non-uint32 usedmem/usedcores")
                         continue
-                    mem, cores = int(f[2]), int(f[3])
+                    mem, cores = smem, scores
                 else:
                     mem = go_uint(_go_parse_int32(f[2]) or 0)
                     cores = go_uint(_go_parse_int32(f[3]) or 0)
@@ -277,7 +275,5 @@ def parse_mig_id_as_volcano(device_id: str) -> MigSlot | None:
     parts = device_id[start + 1 : end].split("-")
     if len(parts) != 2:
         return None
-    body = parts[1][1:] if parts[1][:1] in ("+", "-") else parts[1]
-    if not body or not is_digits(body):
-        return None
-    return MigSlot(parts[0], int(parts[1]))
+    position = go_atoi(parts[1])
+    return None if position is None else MigSlot(parts[0], position)

@@ -20,12 +20,13 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal
 from functools import cached_property
-from typing import Any
+from typing import Any, Final
 
 from vgpu.config.model import EffectiveConfig
 from vgpu.protocol import keys
+from vgpu.protocol._fields import INT64_MAX, is_digits
 from vgpu.protocol.errors import ProtocolError
 from vgpu.protocol.pod import vgpu_time_sort_key
 from vgpu.protocol.pod_devices import PodDevices, decode_pod_devices
@@ -62,7 +63,9 @@ class ResourceKind(enum.Enum):
         }[self]
 
 
-_QUANTITY_RE = re.compile(r"([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
+_QUANTITY_RE = re.compile(
+    r"([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?", re.ASCII
+)
 _SUFFIX = {
     "n": Decimal("1e-9"),
     "u": Decimal("1e-6"),
@@ -82,34 +85,66 @@ _SUFFIX = {
     "Ei": Decimal(2) ** 60,
 }
 BAD_QUANTITY = -1
-"""What an unparsable or fractional limit reads as: never equal to a kubelet request size."""
+"""What an unusable limit reads as: never equal to a kubelet request size."""
+LIMIT_MAX: Final = INT64_MAX
+"""The largest usable limit: the kubelet reads a quantity as an int64 (``Quantity.Value()``)."""
+QUANTITY_MAX_CHARS: Final = 64
+"""Longer quantity text is refused unread (no int64 needs more; bounds the work one pod costs)."""
+_MAX_EXPONENT: Final = 2 * QUANTITY_MAX_CHARS
+"""|exponent| beyond this cannot come back into int64 range with <= 64 mantissa digits."""
+_EXACT = Context(prec=4 * QUANTITY_MAX_CHARS, Emax=4 * QUANTITY_MAX_CHARS, Emin=-4 * QUANTITY_MAX_CHARS, traps=[])
+"""Enough digits for every product below to be exact, so nothing rounds, overflows or raises."""
+
+
+def whole_quantity(value: Any) -> int | str:
+    """A Kubernetes quantity (``"2"``, ``"3k"``, ``"1Ki"``) as a whole number in ``0..LIMIT_MAX``,
+    else why it is not one (a short reason, without the value).
+
+    Extended resources must be whole numbers (the API server refuses fractions), so anything
+    else cannot match a kubelet request.  Never raises: the text is length-checked before it is
+    read and the exponent range-checked before it is applied, so ``1e1000000`` or 5,000 digits
+    cost microseconds, not an overflow (issue 15: one pod's limit must not break the node).
+    """
+    if isinstance(value, bool):
+        return "not a quantity"
+    if isinstance(value, int):
+        if value < 0:
+            return "negative"
+        return value if value <= LIMIT_MAX else "out of range (above 2^63-1)"
+    if not isinstance(value, (str, float)):
+        return "not a quantity"
+    text = str(value).strip()
+    if len(text) > QUANTITY_MAX_CHARS:
+        return f"longer than {QUANTITY_MAX_CHARS} characters"
+    if is_digits(text):
+        n = int(text)
+        return n if n <= LIMIT_MAX else "out of range (above 2^63-1)"
+    m = _QUANTITY_RE.fullmatch(text)
+    if m is None:
+        return "not a Kubernetes quantity"
+    number, suffix = m.group(1), m.group(2) or ""
+    if Decimal(number) == 0:
+        return 0
+    if suffix not in _SUFFIX:  # a decimal exponent: e3, E-2
+        exponent = int(suffix[1:])  # at most 64 characters: cheap, and bounded next
+        if abs(exponent) > _MAX_EXPONENT:
+            return "out of range (above 2^63-1)" if exponent > 0 else "not a whole number"
+        total = _EXACT.multiply(Decimal(number), _EXACT.power(Decimal(10), exponent))
+    else:
+        total = _EXACT.multiply(Decimal(number), _SUFFIX[suffix])
+    if total < 0:
+        return "negative"
+    if total != total.to_integral_value(context=_EXACT):
+        return "not a whole number"
+    if total > LIMIT_MAX:
+        return "out of range (above 2^63-1)"
+    return int(total)
 
 
 def parse_whole_quantity(value: Any) -> int:
-    """A Kubernetes quantity (``"2"``, ``"3k"``, ``"1Ki"``) as a whole number, else ``BAD_QUANTITY``.
-
-    Extended resources must be whole numbers (the API server refuses fractions), so anything
-    else cannot match a kubelet request.
-    """
-    if isinstance(value, bool):
-        return BAD_QUANTITY
-    if isinstance(value, int):
-        return value if value >= 0 else BAD_QUANTITY
-    text = str(value).strip()
-    if text.isdigit():
-        return int(text)
-    m = _QUANTITY_RE.fullmatch(text)
-    if m is None:
-        return BAD_QUANTITY
-    number, suffix = m.group(1), m.group(2) or ""
-    try:
-        mult = Decimal(10) ** int(suffix[1:]) if suffix[:1] in ("e", "E") else _SUFFIX[suffix]
-        total = Decimal(number) * mult
-    except (InvalidOperation, ValueError, KeyError):
-        return BAD_QUANTITY
-    if total < 0 or total != total.to_integral_value():
-        return BAD_QUANTITY
-    return int(total)
+    """:func:`whole_quantity`, with ``BAD_QUANTITY`` for anything unusable."""
+    got = whole_quantity(value)
+    return BAD_QUANTITY if isinstance(got, str) else got
 
 
 @dataclass(frozen=True)
@@ -141,6 +176,9 @@ class VgpuContainer:
     """The vGPU resources in ``limits`` with their (whole-number) values."""
     disable_control: str | None
     """The container's own ``CUDA_DISABLE_CONTROL`` env value (None when unset)."""
+    bad_limits: tuple[str, ...] = ()
+    """Why each unusable vGPU limit cannot be used (those read as ``BAD_QUANTITY`` in ``limits``),
+    e.g. ``limits["volcano.sh/vgpu-memory"] = "1e1000000": out of range (above 2^63-1)``."""
 
     def limit(self, kind: ResourceKind) -> int | None:
         for k, v in self.limits:
@@ -160,6 +198,20 @@ class VgpuContainer:
     def kinds(self) -> tuple[ResourceKind, ...]:
         """The resources whose Allocate calls belong to this container (cores never matter)."""
         return tuple(k for k, _ in self.limits if k is not ResourceKind.CORES)
+
+
+def _text(value: Any) -> str:
+    """``str(value)``, except for an int too long for ``str()`` (more than 4,300 digits raise)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<an integer of {value.bit_length()} bits>"
+    return str(value)
+
+
+def _quoted(text: str, limit: int = 40) -> str:
+    """A value as it appears in an error: quoted, cut so that 5,000 digits stay one short line."""
+    if len(text) > limit:
+        text = f"{text[: limit - 1]}… ({len(text)} characters)"
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _limits(container: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -205,6 +257,16 @@ class PodView:
     @property
     def init_requests_vgpu(self) -> bool:
         return bool(self.init_containers)
+
+    @property
+    def limit_problem(self) -> str | None:
+        """Why a vGPU limit of this pod can never be served (the first one), or None.
+
+        Such a pod is never a candidate; one being allocated fails on sight, naming the limit."""
+        for c in self.init_containers + self.containers:
+            if c.bad_limits:
+                return f"container {c.name}: {c.bad_limits[0]}"
+        return None
 
     @property
     def vgpu_node(self) -> str | None:
@@ -262,13 +324,26 @@ def pod_view(pod: Mapping[str, Any], names: ResourceNames) -> PodView:
             if not isinstance(c, Mapping) or not requests_vgpu(c, names):
                 continue
             lim = _limits(c)
-            limits = tuple(
-                (kind, parse_whole_quantity(lim[names.name(kind)]))
-                for kind in (ResourceKind.NUMBER, ResourceKind.MEMORY, ResourceKind.CORES)
-                if names.name(kind) in lim
-            )
+            limits: list[tuple[ResourceKind, int]] = []
+            bad: list[str] = []
+            for kind in (ResourceKind.NUMBER, ResourceKind.MEMORY, ResourceKind.CORES):
+                name = names.name(kind)
+                if name not in lim:
+                    continue
+                got = whole_quantity(lim[name])
+                if isinstance(got, str):
+                    bad.append(f"limits[{_quoted(name)}] = {_quoted(_text(lim[name]))}: {got}")
+                    got = BAD_QUANTITY
+                limits.append((kind, got))
             out.append(
-                VgpuContainer(len(out), i, str(c.get("name", "")), limits, _env_value(c, "CUDA_DISABLE_CONTROL"))
+                VgpuContainer(
+                    len(out),
+                    i,
+                    str(c.get("name", "")),
+                    tuple(limits),
+                    _env_value(c, "CUDA_DISABLE_CONTROL"),
+                    tuple(bad),
+                )
             )
         return tuple(out)
 

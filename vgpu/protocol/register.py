@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from vgpu.protocol import keys
-from vgpu.protocol._fields import INT64_MAX, go_atoi, go_parse_bool, go_uint, is_digits, is_gpu_uuid
+from vgpu.protocol._fields import INT64_MAX, go_atoi, go_parse_bool, go_uint, is_gpu_uuid, parse_decimal
 from vgpu.protocol.errors import ProtocolError
 
 TYPE_PREFIX: Final = "NVIDIA-"
@@ -125,8 +125,8 @@ def decode_register(value: str) -> tuple[RegisterRecord, ...]:
     if _VALUE_RE.fullmatch(value) is not None:
         out = []
         for uuid, count, devmem, typ, health, mode in _RECORD_RE.findall(value):
-            c, m = int(count), int(devmem)
-            if c > INT64_MAX or m > INT64_MAX or not typ.isprintable():
+            c, m = parse_decimal(count, INT64_MAX), parse_decimal(devmem, INT64_MAX)
+            if c is None or m is None or not typ.isprintable():
                 break
             out.append(RegisterRecord(uuid, c, m, typ, health == "true", mode))
         else:
@@ -150,7 +150,7 @@ def decode_register(value: str) -> tuple[RegisterRecord, ...]:
         if not is_gpu_uuid(uuid):
             raise ProtocolError(ann, f"{where}, field uuid", 'not "GPU-" followed by 36 hex digits or "-"', uuid)
         for name, text in (("count", count), ("devmem", devmem)):
-            if not is_digits(text) or int(text) > INT64_MAX:
+            if parse_decimal(text, INT64_MAX) is None:
                 raise ProtocolError(ann, f"{where}, field {name}", "not a decimal integer", text)
         if not typ.startswith(TYPE_PREFIX) or len(typ) == len(TYPE_PREFIX) or not typ.isprintable():
             raise ProtocolError(ann, f"{where}, field type", 'not "NVIDIA-" followed by a printable name', typ)

@@ -47,7 +47,8 @@ def run_allocation_flow(cluster):  # noqa: F811 - a Cluster argument, not the re
 
     Registration has happened (the fixture waited for it).  Then: a pod scheduled by the
     Volcano emulator with the node lock and admitted (Allocate success, annotation patches,
-    lock release), and a pod nobody scheduled (Allocate fails, the plugin posts an Event).
+    lock release), and a pod nobody scheduled, twice (Allocate fails, the plugin posts an Event, then
+    counts the repeat on it).
     """
     from tests.integration.volcano.conftest import MEMORY, NUMBER
     from vgpu.protocol import keys
@@ -66,4 +67,7 @@ def run_allocation_flow(cluster):  # noqa: F811 - a Cluster argument, not the re
     cluster.create_pod(pod_manifest("stray", [{"name": "c", "limits": {NUMBER: 1}}]))
     assert not cluster.admit("stray").admitted
     wait_until(lambda: cluster.events(), 10, "an Event from the plugin")
+    # The same failure again: the plugin counts it on the existing Event (a PATCH).
+    assert not cluster.admit("stray").admitted
+    wait_until(lambda: any(e.get("count", 1) > 1 for e in cluster.events()), 10, "the Event's count")
     return res.container("c")

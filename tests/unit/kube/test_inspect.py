@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vgpu.cli import main
-from vgpu.protocol import keys
+from vgpu.kube.reports import value_report
+from vgpu.protocol import ProtocolError, keys
 
 U0 = "GPU-1c5009f6-3637-cd7d-4955-5eaa038e563e"
 U1 = "GPU-809c7a2e-0d6e-4a8f-9b1c-2f3e4d5a6b7c"
@@ -140,3 +143,22 @@ def test_bad_values_exit_1_with_where(capsys):
     assert "record 0: has 5 fields" in err and "Volcano >= v1.12 rejects" in err
     assert main(["inspect", f"{U0},NVIDIA,12x,0:"]) == 1
     assert "segment 0, device 0, field usedmem" in capsys.readouterr().err
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    st.one_of(
+        st.integers(min_value=0, max_value=2**65).map(str),
+        st.text(alphabet=st.sampled_from("0123456789２²-:T.+ ReportdqugD_NVIDIA,GPU;[]Zz"), max_size=60),
+        st.sampled_from(["Reported ", "Requesting_", "Deleted_", "2026-08-20T"]).flatmap(
+            lambda p: st.text(alphabet=st.sampled_from("0123456789-: .+Z"), max_size=40).map(lambda t: p + t)
+        ),
+    )
+)
+def test_any_value_is_a_report_or_a_protocol_error(value):
+    """What ``vgpu inspect VALUE`` prints, or its one-line error: never a traceback (issue 15)."""
+    try:
+        rep = value_report(value)
+    except ProtocolError:
+        return
+    assert isinstance(rep["decoded"], (str, list))

@@ -96,6 +96,21 @@ def test_malformed_pods_are_reported_with_whether_this_call_meant_them():
     assert [(m.view.name, m.meant) for m in other] == [("bad", False)]
 
 
+def test_a_pod_with_an_unusable_limit_is_malformed_and_only_it():
+    """Issue 15: one pod's limit (1e1000000) fails that pod, never the call for another one."""
+    bad = view("bad", [{"number": 1}], [[dev(0)]])
+    raw = dict(bad.raw)
+    raw["spec"]["containers"][0]["resources"]["limits"][NAMES.memory] = "1e1000000"
+    bad = pod_view(raw, NAMES)
+    good = view("good", [{"number": 1}], [[dev(1)]])
+    malformed: list[matching.Malformed] = []
+    assert names(matching.candidates([bad, good], N, 1, NODE, matching.Journal(), malformed)) == ["good"]
+    assert [(m.view.name, m.meant) for m in malformed] == [("bad", True)]
+    assert malformed[0].why == (
+        'invalid vGPU limit: container c0: limits["volcano.sh/vgpu-memory"] = "1e1000000": out of range (above 2^63-1)'
+    )
+
+
 def test_same_gpu_rule_is_skipped_when_it_would_leave_nobody():
     a = view("a", [{"number": 1}], [[dev(0)]], vgpu_time="200")
     b = view("b", [{"number": 1}], [[dev(1)]], vgpu_time="100")
