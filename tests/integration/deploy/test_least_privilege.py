@@ -117,7 +117,7 @@ def _workload_files(hook: pathlib.Path, apiserver) -> pathlib.Path:
     HAMi-core leaves it (0666), ``tightened`` chmod'ed 0600 by the workload — and the stale tree
     of a gone pod holding a 0500 directory of the workload user.  Returns the stale tree."""
     for name, mode in (("as-created", 0o666), ("tightened", 0o600)):
-        pod = create_pod(apiserver, name, node=NODE)
+        pod = create_pod(apiserver, name, node=NODE, gpus={"main": list(UUIDS)})  # served: GPUs assigned
         path = add_container(hook, pod["metadata"]["uid"], "main", procs=[(7, [64])])
         os.chown(path, WORKLOAD_UID, WORKLOAD_UID)
         os.chmod(path, mode)
