@@ -13,7 +13,7 @@ from vgpu.hamicore.paths import HostLayout, container_cache_file, prepare_contai
 from vgpu.monitor.discovery import MAX_ROOT_ENTRIES
 from vgpu.sim.hamicore.writer import RegionWriter
 
-from .helpers import UUIDS, add_container, container_dir, new_uid, parse, region_bytes, write_region
+from .helpers import UUIDS, add_container, container_dir, new_uid, parse, region_bytes, set_old, write_region
 
 V12_SIZE = 2_008_953
 
@@ -191,6 +191,20 @@ def test_foreign_names_are_ignored(make_monitor, hook):
     m = make_monitor()
     result = m.scan()
     assert result.directories == 0 and result.tracked == 0 and result.entries == 5
+
+
+def test_a_name_with_a_trailing_newline_is_foreign(make_monitor, hook, clock):
+    # `^...$` with re.match accepted "<uid>_main\n" as container "main": a second, tenant-named
+    # entry for the same container.  It is neither tracked nor ever removed.
+    uid = new_uid()
+    d = hook / "containers" / f"{uid}_main\n"
+    d.mkdir(parents=True)
+    write_region(d / "a.cache", procs=[(1, [1, 0])])
+    set_old(d, 10_000, now=clock())
+    m = make_monitor()
+    result = m.tick()
+    assert result.scan.directories == 0 and result.scan.tracked == 0 and result.removed == []
+    assert d.is_dir()
 
 
 def test_at_most_16_cache_entries_per_directory(make_monitor, hook):
