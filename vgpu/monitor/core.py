@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
@@ -28,15 +29,16 @@ from vgpu.hamicore.paths import HostLayout
 from vgpu.hamicore.region import RegionError
 from vgpu.monitor import inotify
 from vgpu.monitor.collectors import ContainerCollector, HostCollector, SelfCollector
-from vgpu.monitor.discovery import Discovery, ScanResult
+from vgpu.monitor.discovery import Discovery, GcResult, ScanResult
 from vgpu.monitor.exposition import render
 from vgpu.monitor.feedback import RECENT_KERNEL, FeedbackInput, FeedbackWrite, plan_feedback
 from vgpu.monitor.host import HostSource
 from vgpu.monitor.mig_info import MigInfoCollector, MigInfoSource
 from vgpu.monitor.pods import PodLookup
-from vgpu.monitor.stats import MonitorStats
+from vgpu.monitor.stats import BoundsCollector, MonitorStats
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 INTERVAL_S = 5.0
 EVENT_SCAN_GAP_S = 0.25  # inotify-triggered scans: at most one per this gap
@@ -93,6 +95,7 @@ class Monitor:
         if mig is not None and hami:
             self.registry.register(MigInfoCollector(mig))
         self.registry.register(SelfCollector(self.stats, pods, host))
+        self.registry.register(BoundsCollector(self.stats))
         # vgpu_monitor_process_*: this daemon's own RSS, CPU seconds, open and max fds, start time
         # (prometheus_client reads them from /proc; named like every other self metric).
         ProcessCollector(namespace="vgpu_monitor", registry=self.registry)
@@ -131,14 +134,18 @@ class Monitor:
                 s.directories = result.directories
                 s.rejected_now = dict(result.rejected)
                 s.rejected_total.update(result.new_rejections)
+                s.truncated_listings = {"root": int(result.truncated), "container_dir": result.truncated_dirs}
+            s.item_errors["scan"] += result.item_errors
         return result
 
     def collect_garbage(self) -> list[str]:
-        removed = self.discovery.collect_garbage(self.pods)
-        if removed:
-            with self.stats.lock:
-                self.stats.gc_removed += len(removed)
-        return removed
+        gc: GcResult = self.discovery.collect_garbage(self.pods)
+        with self.stats.lock:
+            self.stats.gc_removed += len(gc.removed)
+            self.stats.gc_deferred += int(gc.deferred)
+            self.stats.gc_pending = gc.pending
+            self.stats.item_errors["gc"] += gc.item_errors
+        return gc.removed
 
     def feedback(self) -> list[FeedbackWrite]:
         """One feedback pass over every tracked region (docs/metrics.md §5); returns the writes made."""
@@ -184,13 +191,23 @@ class Monitor:
         return done
 
     def tick(self) -> TickResult:
-        """GC, then a scan, then one feedback pass."""
-        removed = self.collect_garbage()
-        result = TickResult(self.scan(), removed)
-        result.writes = self.feedback()
+        """GC, then a scan, then one feedback pass; a failing part never keeps the others from running."""
+        removed: list[str] = self._isolated("gc", self.collect_garbage, [])
+        scan: ScanResult | None = self._isolated("scan", self.scan, None)
+        result = TickResult(scan if scan is not None else ScanResult(ok=False, error="the scan failed"), removed)
+        result.writes = self._isolated("feedback", self.feedback, [])
         with self.stats.lock:
             self.stats.last_tick_monotonic = time.monotonic()
         return result
+
+    def _isolated(self, stage: str, part: Callable[[], _T], default: _T) -> _T:
+        try:
+            return part()
+        except Exception:  # noqa: BLE001 - e.g. a bug meeting a hostile input: the tick goes on
+            log.exception("monitor %s failed; the rest of the tick goes on", stage)
+            with self.stats.lock:
+                self.stats.item_errors[stage] += 1
+            return default
 
     # ------------------------------------------------------------------ inotify
 
