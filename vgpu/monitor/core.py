@@ -25,7 +25,7 @@ from typing import TypeVar
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
-from vgpu.hamicore.paths import HostLayout
+from vgpu.hamicore.paths import HostLayout, parse_container_dir_name
 from vgpu.hamicore.region import RegionError
 from vgpu.monitor import inotify
 from vgpu.monitor.collectors import ContainerCollector, HostCollector, SelfCollector
@@ -263,9 +263,20 @@ class Monitor:
                 self._inotify.rm_watch(ev.wd)
                 self._root_wd = None
                 wanted = True
-            else:
+            elif not wanted and self._relevant(ev):
                 wanted = True
         return wanted
+
+    def _relevant(self, ev: inotify.Event) -> bool:
+        """Whether an event can change what a scan finds; junk names are ignored at the cost of a string test.
+
+        A tenant churning other files in its directory would otherwise buy a scan every 0.25 s.
+        """
+        if ev.mask & (inotify.IN_Q_OVERFLOW | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF):
+            return True
+        if ev.wd == self._root_wd:
+            return parse_container_dir_name(ev.name) is not None
+        return ev.name.endswith(".cache") and "libvgpu.so" not in ev.name
 
     # ------------------------------------------------------------------ loop
 

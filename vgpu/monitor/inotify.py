@@ -33,6 +33,7 @@ IN_CLOEXEC = os.O_CLOEXEC
 # it again and again.  A new file shows up as IN_CREATE (its magic comes later, through mmap).
 DIR_EVENTS = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len
+MAX_READ_BYTES = 1 << 20  # per read_events() call: ~30,000 events
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +80,17 @@ class Inotify:
     def rm_watch(self, wd: int) -> None:
         self._libc.inotify_rm_watch(self._fd, wd)  # EINVAL for an already-gone watch is fine
 
-    def read_events(self) -> list[Event]:
-        """Every queued event (never blocks)."""
+    def read_events(self, max_bytes: int = MAX_READ_BYTES) -> list[Event]:
+        """Queued events, at most about ``max_bytes`` of them per call (never blocks).
+
+        Bounded so that a tenant creating files as fast as it can never keeps the loop here;
+        what is left stays queued (the descriptor stays readable) for the next call.
+        """
         events: list[Event] = []
-        while True:
+        total = 0
+        while total < max_bytes:
             try:
-                data = os.read(self._fd, 65536)
+                data = os.read(self._fd, max(4096, min(65536, max_bytes - total)))  # ≥ one event
             except BlockingIOError:
                 return events
             except OSError as exc:
@@ -93,6 +99,7 @@ class Inotify:
                 raise
             if not data:
                 return events
+            total += len(data)
             pos = 0
             while pos + _HEADER.size <= len(data):
                 wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)
@@ -100,6 +107,7 @@ class Inotify:
                 raw = data[pos : pos + length]
                 pos += length
                 events.append(Event(wd, mask, raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")))
+        return events
 
     def close(self) -> None:
         fd, self._fd = self._fd, -1
