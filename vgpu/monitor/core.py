@@ -45,6 +45,8 @@ EVENT_SCAN_GAP_S = 0.25  # inotify-triggered scans: at most one per this gap
 INITIALISING_RETRY_S = 1.0  # a file without its magic yet: look again this soon ...
 INITIALISING_RETRIES = 5  # ... this many times in a row, then only on the period (a creator may have died)
 MAX_DIR_WATCHES = 4096
+NOISY_EVENTS = 1000  # junk events from one container directory within one period: stop watching it ...
+QUIET_S = 60.0  # ... for this long (the periodic scan still covers it)
 
 
 @dataclass
@@ -82,6 +84,8 @@ class Monitor:
         self._root_wd: int | None = None
         self._dir_wds: dict[str, int] = {}
         self._wd_dirs: dict[int, str] = {}
+        self._junk_events: dict[int, int] = {}  # wd -> junk events this period
+        self._quiet_until: dict[str, float] = {}  # noisy directories not watched until then (monotonic)
         self._watch_limit_logged = False
         self.discovery = Discovery(
             self.containers_root, clock=clock, on_directory=self._watch_dir if self._inotify else None
@@ -196,6 +200,7 @@ class Monitor:
         scan: ScanResult | None = self._isolated("scan", self.scan, None)
         result = TickResult(scan if scan is not None else ScanResult(ok=False, error="the scan failed"), removed)
         result.writes = self._isolated("feedback", self.feedback, [])
+        self._junk_events.clear()
         with self.stats.lock:
             self.stats.last_tick_monotonic = time.monotonic()
         return result
@@ -226,6 +231,11 @@ class Monitor:
             return
         if len(self._dir_wds) >= MAX_DIR_WATCHES:
             return
+        quiet = self._quiet_until.get(name)
+        if quiet is not None:
+            if time.monotonic() < quiet:
+                return
+            del self._quiet_until[name]
         try:
             wd = self._inotify.add_watch(f"/proc/self/fd/{dfd}", inotify.DIR_EVENTS | inotify.IN_ONLYDIR)
         except OSError as exc:
@@ -263,9 +273,31 @@ class Monitor:
                 self._inotify.rm_watch(ev.wd)
                 self._root_wd = None
                 wanted = True
-            elif not wanted and self._relevant(ev):
+            elif self._relevant(ev):
                 wanted = True
+            else:
+                n = self._junk_events.get(ev.wd, 0) + 1
+                self._junk_events[ev.wd] = n
+                if n == NOISY_EVENTS:
+                    self._quiet(ev.wd)
         return wanted
+
+    def _quiet(self, wd: int) -> None:
+        """Stop watching a container directory whose tenant churns junk names (its events cost CPU, not scans)."""
+        assert self._inotify is not None
+        name = self._wd_dirs.get(wd)
+        if name is None:
+            return
+        self._inotify.rm_watch(wd)  # its IN_IGNORED drops the mappings
+        if len(self._quiet_until) < MAX_DIR_WATCHES:
+            self._quiet_until[name] = time.monotonic() + QUIET_S
+        log.info(
+            "%s/%s: %d events for other files within one period; not watched for %.0f s (the periodic scan still is)",
+            self.containers_root,
+            name,
+            NOISY_EVENTS,
+            QUIET_S,
+        )
 
     def _relevant(self, ev: inotify.Event) -> bool:
         """Whether an event can change what a scan finds; junk names are ignored at the cost of a string test.

@@ -62,13 +62,19 @@ def test_own_file_access_does_not_keep_waking_the_loop(make_monitor, hook, monke
 class _FakeInotify:
     def __init__(self, events):
         self.events = events
+        self.removed: list[int] = []
+        self.added: list[str] = []
+
+    def add_watch(self, path, mask):
+        self.added.append(path)
+        return 7
 
     def read_events(self):
         events, self.events = self.events, []
         return events
 
     def rm_watch(self, wd):
-        pass
+        self.removed.append(wd)
 
     def close(self):
         pass
@@ -117,3 +123,21 @@ def test_reading_events_is_bounded_per_call():
         rest = ino.read_events()
         assert 0 < len(first) < 400 and len(first) + len(rest) == 400
     ino.close()
+
+
+def test_a_directory_churning_junk_is_not_watched_for_a_while(make_monitor, monkeypatch):
+    # Each junk event still cost a wakeup and a parse (30 % CPU while a tenant churned files);
+    # a directory that sends NOISY_EVENTS of them in one period loses its watch for QUIET_S.
+    m = make_monitor()
+    fake = _FakeInotify([inotify.Event(2, inotify.IN_CREATE, f"junk{i}") for i in range(core.NOISY_EVENTS)])
+    m._inotify, m._root_wd, m._wd_dirs, m._dir_wds = fake, 1, {2: "d"}, {"d": 2}
+    assert m._handle_events() is False
+    assert fake.removed == [2]
+    fake.events = [inotify.Event(2, inotify.IN_IGNORED, "")]
+    assert m._handle_events() is True  # one scan for the dropped watch
+    m._watch_dir("d", 0)
+    assert fake.added == []  # still quiet
+    monkeypatch.setattr(core, "QUIET_S", 0.0)
+    m._quiet_until["d"] = time.monotonic() - 1
+    m._watch_dir("d", 0)
+    assert fake.added == ["/proc/self/fd/0"]
