@@ -12,7 +12,8 @@ One scan (every 5 s, and soon after an inotify event):
 2. list at most 4,096 root entries; skip names that do not match
    ``^[0-9a-f-]{36}_<DNS-1123 label>$``; open each directory relative to the root fd with
    ``O_DIRECTORY|O_NOFOLLOW``;
-3. in each directory consider at most 16 ``*.cache`` entries (not containing ``libvgpu.so``);
+3. in each directory stream at most 256 entries of any name (plus the tracked file, looked up by
+   name), and consider at most 16 ``*.cache`` entries among them (not containing ``libvgpu.so``);
    reject symlinks, non-regular files and unknown sizes from their ``lstat``; try the rest from
    the newest mtime down — open relative to the directory fd (``O_RDWR|O_NOFOLLOW|O_NONBLOCK``,
    via :class:`vgpu.hamicore.region.Region`), decode once (magic, version) — and keep the first
@@ -22,7 +23,12 @@ One scan (every 5 s, and soon after an inotify event):
    the newest.
 
 Directories that have no valid file are not tracked (nothing to export) and are looked at
-again on the next scan.
+again on the next scan.  An unexpected exception in one directory is logged with its path and
+counted; the scan goes on with the others.
+
+GC (docs/metrics.md §6.3) removes stale entries with :func:`vgpu.monitor.rmtree.remove_entry`:
+iterative, descriptor-relative, never opening a non-directory, within a per-tick work budget; an
+unfinished removal continues on the next ticks and its entry is not scanned meanwhile.
 
 Threading: scans and GC run in the monitor loop thread; scrapes read the tracked regions from
 HTTP threads.  ``lock`` guards the region fds (a :class:`Region` reuses its output buffer), so

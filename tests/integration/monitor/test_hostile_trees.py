@@ -15,7 +15,7 @@ import textwrap
 
 from tests.unit.monitor.helpers import add_container, container_dir, new_uid, parse, set_old, wait_until
 
-from .conftest import create_pod
+from .conftest import create_pod, set_phase
 
 SCAN_S = 5.0
 ONE_SCAN = SCAN_S + 2.0
@@ -54,8 +54,8 @@ def rm_rf(path: pathlib.Path) -> None:
     subprocess.run(["rm", "-rf", "--", str(path)], check=False)
 
 
-def stale_deep_dir(hook: pathlib.Path, depth: int = 1000) -> pathlib.Path:
-    d = container_dir(hook, new_uid(), "main")  # no pod has this UID: stale once 300 s old
+def stale_deep_dir(hook: pathlib.Path, uid: str | None = None, depth: int = 1000) -> pathlib.Path:
+    d = container_dir(hook, uid or new_uid(), "main")  # a finished or gone pod's: stale once 300 s old
     deep_tree(d, depth)
     set_old(d, 1000)
     return d
@@ -71,8 +71,10 @@ def assert_feedback_and_health_keep_going(mon, region: pathlib.Path, rounds: int
 
 def test_a_deep_tree_appearing_while_running_stops_neither_ticks_nor_health(apiserver, start_monitor, hook):
     good = add_container(hook, create_pod(apiserver, "good")["metadata"]["uid"], "main", procs=[(1, [5, 0])])
+    finished = create_pod(apiserver, "finished")
+    set_phase(apiserver, finished, "Succeeded")
     mon = start_monitor()
-    d = stale_deep_dir(hook)
+    d = stale_deep_dir(hook, finished["metadata"]["uid"])
     try:
         assert_feedback_and_health_keep_going(mon, good, rounds=3)
         wait_until(lambda: not os.path.lexists(d), 4 * ONE_SCAN, "the deep tree to be removed")
