@@ -36,9 +36,11 @@ CONTAINER_VGPULOCK = "/tmp/vgpulock"
 # Content of $HOOK_PATH/ld.so.preload: the library's path INSIDE the container (docs/hami-core.md §1).
 LD_SO_PRELOAD_CONTENT = CONTAINER_LIBVGPU
 
-POD_UID_RE = re.compile(r"^[0-9a-f-]{36}$")
-CONTAINER_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-CONTAINER_DIR_RE = re.compile(r"^([0-9a-f-]{36})_([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)$")
+# Always used with ``fullmatch``: ``re.match(r"...$")`` also accepts a trailing newline, so
+# ``<uid>_main\n`` would parse as container ``main`` (a second entry for the same container).
+POD_UID_RE = re.compile(r"[0-9a-f-]{36}")
+CONTAINER_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+CONTAINER_DIR_RE = re.compile(r"([0-9a-f-]{36})_([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)")
 
 
 class HamiCoreFilesMissing(RuntimeError):
@@ -51,16 +53,16 @@ class HostPathError(RuntimeError):
 
 def container_dir_name(pod_uid: str, container_name: str) -> str:
     """``<podUID>_<containerName>``; both parts validated, so the name splits back at the first ``_``."""
-    if not POD_UID_RE.match(pod_uid):
+    if not POD_UID_RE.fullmatch(pod_uid):
         raise ValueError(f"pod UID {pod_uid!r} is not a 36-character lowercase UID")
-    if not CONTAINER_NAME_RE.match(container_name):
+    if not CONTAINER_NAME_RE.fullmatch(container_name):
         raise ValueError(f"container name {container_name!r} is not a DNS-1123 label")
     return f"{pod_uid}_{container_name}"
 
 
 def parse_container_dir_name(name: str) -> tuple[str, str] | None:
     """``(podUID, containerName)`` of a cache directory name, or None if it is not one of ours."""
-    m = CONTAINER_DIR_RE.match(name)
+    m = CONTAINER_DIR_RE.fullmatch(name)
     return (m.group(1), m.group(2)) if m else None
 
 

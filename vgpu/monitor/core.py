@@ -20,30 +20,34 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
-from vgpu.hamicore.paths import HostLayout
+from vgpu.hamicore.paths import HostLayout, parse_container_dir_name
 from vgpu.hamicore.region import RegionError
 from vgpu.monitor import inotify
 from vgpu.monitor.collectors import ContainerCollector, HostCollector, SelfCollector
-from vgpu.monitor.discovery import Discovery, ScanResult
+from vgpu.monitor.discovery import Discovery, GcResult, ScanResult
 from vgpu.monitor.exposition import render
 from vgpu.monitor.feedback import RECENT_KERNEL, FeedbackInput, FeedbackWrite, plan_feedback
 from vgpu.monitor.host import HostSource
 from vgpu.monitor.mig_info import MigInfoCollector, MigInfoSource
 from vgpu.monitor.pods import PodLookup
-from vgpu.monitor.stats import MonitorStats
+from vgpu.monitor.stats import BoundsCollector, MonitorStats
 from vgpu.monitor.trust import MismatchLedger, judge
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 INTERVAL_S = 5.0
 EVENT_SCAN_GAP_S = 0.25  # inotify-triggered scans: at most one per this gap
 INITIALISING_RETRY_S = 1.0  # a file without its magic yet: look again this soon ...
 INITIALISING_RETRIES = 5  # ... this many times in a row, then only on the period (a creator may have died)
 MAX_DIR_WATCHES = 4096
+NOISY_EVENTS = 1000  # junk events from one container directory within one period: stop watching it ...
+QUIET_S = 60.0  # ... for this long (the periodic scan still covers it)
 
 
 @dataclass
@@ -81,6 +85,8 @@ class Monitor:
         self._root_wd: int | None = None
         self._dir_wds: dict[str, int] = {}
         self._wd_dirs: dict[int, str] = {}
+        self._junk_events: dict[int, int] = {}  # wd -> junk events this period
+        self._quiet_until: dict[str, float] = {}  # noisy directories not watched until then (monotonic)
         self._watch_limit_logged = False
         self.discovery = Discovery(
             self.containers_root, clock=clock, on_directory=self._watch_dir if self._inotify else None
@@ -94,6 +100,7 @@ class Monitor:
         if mig is not None and hami:
             self.registry.register(MigInfoCollector(mig))
         self.registry.register(SelfCollector(self.stats, pods, host))
+        self.registry.register(BoundsCollector(self.stats))
         # vgpu_monitor_process_*: this daemon's own RSS, CPU seconds, open and max fds, start time
         # (prometheus_client reads them from /proc; named like every other self metric).
         ProcessCollector(namespace="vgpu_monitor", registry=self.registry)
@@ -133,14 +140,18 @@ class Monitor:
                 s.directories = result.directories
                 s.rejected_now = dict(result.rejected)
                 s.rejected_total.update(result.new_rejections)
+                s.truncated_listings = {"root": int(result.truncated), "container_dir": result.truncated_dirs}
+            s.item_errors["scan"] += result.item_errors
         return result
 
     def collect_garbage(self) -> list[str]:
-        removed = self.discovery.collect_garbage(self.pods)
-        if removed:
-            with self.stats.lock:
-                self.stats.gc_removed += len(removed)
-        return removed
+        gc: GcResult = self.discovery.collect_garbage(self.pods)
+        with self.stats.lock:
+            self.stats.gc_removed += len(gc.removed)
+            self.stats.gc_deferred += int(gc.deferred)
+            self.stats.gc_pending = gc.pending
+            self.stats.item_errors["gc"] += gc.item_errors
+        return gc.removed
 
     def feedback(self) -> list[FeedbackWrite]:
         """One feedback pass over every tracked region (docs/metrics.md §5); returns the writes made.
@@ -191,13 +202,24 @@ class Monitor:
         return done
 
     def tick(self) -> TickResult:
-        """GC, then a scan, then one feedback pass."""
-        removed = self.collect_garbage()
-        result = TickResult(self.scan(), removed)
-        result.writes = self.feedback()
+        """GC, then a scan, then one feedback pass; a failing part never keeps the others from running."""
+        removed: list[str] = self._isolated("gc", self.collect_garbage, [])
+        scan: ScanResult | None = self._isolated("scan", self.scan, None)
+        result = TickResult(scan if scan is not None else ScanResult(ok=False, error="the scan failed"), removed)
+        result.writes = self._isolated("feedback", self.feedback, [])
+        self._junk_events.clear()
         with self.stats.lock:
             self.stats.last_tick_monotonic = time.monotonic()
         return result
+
+    def _isolated(self, stage: str, part: Callable[[], _T], default: _T) -> _T:
+        try:
+            return part()
+        except Exception:  # noqa: BLE001 - e.g. a bug meeting a hostile input: the tick goes on
+            log.exception("monitor %s failed; the rest of the tick goes on", stage)
+            with self.stats.lock:
+                self.stats.item_errors[stage] += 1
+            return default
 
     # ------------------------------------------------------------------ inotify
 
@@ -216,6 +238,11 @@ class Monitor:
             return
         if len(self._dir_wds) >= MAX_DIR_WATCHES:
             return
+        quiet = self._quiet_until.get(name)
+        if quiet is not None:
+            if time.monotonic() < quiet:
+                return
+            del self._quiet_until[name]
         try:
             wd = self._inotify.add_watch(f"/proc/self/fd/{dfd}", inotify.DIR_EVENTS | inotify.IN_ONLYDIR)
         except OSError as exc:
@@ -253,9 +280,42 @@ class Monitor:
                 self._inotify.rm_watch(ev.wd)
                 self._root_wd = None
                 wanted = True
-            else:
+            elif self._relevant(ev):
                 wanted = True
+            else:
+                n = self._junk_events.get(ev.wd, 0) + 1
+                self._junk_events[ev.wd] = n
+                if n == NOISY_EVENTS:
+                    self._quiet(ev.wd)
         return wanted
+
+    def _quiet(self, wd: int) -> None:
+        """Stop watching a container directory whose tenant churns junk names (its events cost CPU, not scans)."""
+        assert self._inotify is not None
+        name = self._wd_dirs.get(wd)
+        if name is None:
+            return
+        self._inotify.rm_watch(wd)  # its IN_IGNORED drops the mappings
+        if len(self._quiet_until) < MAX_DIR_WATCHES:
+            self._quiet_until[name] = time.monotonic() + QUIET_S
+        log.info(
+            "%s/%s: %d events for other files within one period; not watched for %.0f s (the periodic scan still is)",
+            self.containers_root,
+            name,
+            NOISY_EVENTS,
+            QUIET_S,
+        )
+
+    def _relevant(self, ev: inotify.Event) -> bool:
+        """Whether an event can change what a scan finds; junk names are ignored at the cost of a string test.
+
+        A tenant churning other files in its directory would otherwise buy a scan every 0.25 s.
+        """
+        if ev.mask & (inotify.IN_Q_OVERFLOW | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF):
+            return True
+        if ev.wd == self._root_wd:
+            return parse_container_dir_name(ev.name) is not None
+        return ev.name.endswith(".cache") and "libvgpu.so" not in ev.name
 
     # ------------------------------------------------------------------ loop
 

@@ -168,7 +168,9 @@ class MonitorDaemon:
             self.monitor.tick()
             self.monitor.start()
             try:
-                self.server = MetricsServer(o.listen, self.monitor.render_metrics, self.monitor.healthy).start()
+                self.server = MetricsServer(
+                    o.listen, self.monitor.render_metrics, self.monitor.healthy, stats=self.monitor.stats
+                ).start()
             except ListenAddressError as exc:
                 log.error("vgpu monitor: %s", exc)
                 return EXIT_CONFIG

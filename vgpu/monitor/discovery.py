@@ -12,7 +12,8 @@ One scan (every 5 s, and soon after an inotify event):
 2. list at most 4,096 root entries; skip names that do not match
    ``^[0-9a-f-]{36}_<DNS-1123 label>$``; open each directory relative to the root fd with
    ``O_DIRECTORY|O_NOFOLLOW``;
-3. in each directory consider at most 16 ``*.cache`` entries (not containing ``libvgpu.so``);
+3. in each directory stream at most 256 entries of any name (plus the tracked file, looked up by
+   name), and consider at most 16 ``*.cache`` entries among them (not containing ``libvgpu.so``);
    reject symlinks, non-regular files and unknown sizes from their ``lstat``; try the rest from
    the newest mtime down — open relative to the directory fd (``O_RDWR|O_NOFOLLOW|O_NONBLOCK``,
    via :class:`vgpu.hamicore.region.Region`), decode once (magic, version) — and keep the first
@@ -22,7 +23,12 @@ One scan (every 5 s, and soon after an inotify event):
    the newest.
 
 Directories that have no valid file are not tracked (nothing to export) and are looked at
-again on the next scan.
+again on the next scan.  An unexpected exception in one directory is logged with its path and
+counted; the scan goes on with the others.
+
+GC (docs/metrics.md §6.3) removes stale entries with :func:`vgpu.monitor.rmtree.remove_entry`:
+iterative, descriptor-relative, never opening a non-directory, within a per-tick work budget; an
+unfinished removal continues on the next ticks and its entry is not scanned meanwhile.
 
 Threading: scans and GC run in the monitor loop thread; scrapes read the tracked regions from
 HTTP threads.  ``lock`` guards the region fds (a :class:`Region` reuses its output buffer), so
@@ -35,7 +41,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import shutil
 import stat
 import threading
 import time
@@ -47,15 +52,19 @@ from vgpu.hamicore.layouts import FILE_SIZES, Layout
 from vgpu.hamicore.paths import CONTAINERS_ROOT_MODE, parse_container_dir_name
 from vgpu.hamicore.region import Region, RegionError, RegionErrorCode
 from vgpu.monitor.pods import PodLookup
+from vgpu.monitor.rmtree import Budget, Outcome, remove_entry
 
 log = logging.getLogger(__name__)
 
 MAX_ROOT_ENTRIES = 4096
+MAX_DIR_ENTRIES = 256  # entries of any name looked at per container directory per scan
 MAX_CACHE_ENTRIES = 16
+GC_WORK_BUDGET = 10_000  # directory entries GC may look at per tick (rmtree.Budget)
 STALE_AFTER_S = 300.0
 KNOWN_SIZES = frozenset(FILE_SIZES)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _LOGGED_NAMES_CAP = 4096
+_LOGGED_ERRORS_CAP = 1024
 
 # Rejection reasons (label values of the self-metrics).
 DIR_SYMLINK = "dir_symlink"
@@ -110,12 +119,34 @@ class ScanResult:
     entries: int = 0  # root entries looked at (≤ 4,096)
     truncated: bool = False  # the root had more entries than that
     directories: int = 0  # matching names
+    truncated_dirs: int = 0  # container directories whose listing stopped at MAX_DIR_ENTRIES
+    item_errors: int = 0  # directories whose scan raised unexpectedly (logged, skipped)
     tracked: int = 0
     initialising: int = 0
     rejected: dict[str, int] = field(default_factory=dict)  # reason -> files now
     new_rejections: dict[str, int] = field(default_factory=dict)  # reason -> first seen this scan
     added: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GcResult:
+    """What one GC pass did (for self-metrics, logs and tests)."""
+
+    removed: list[str] = field(default_factory=list)
+    deferred: bool = False  # the work budget ran out with removals left for the next tick
+    pending: int = 0  # stale entries whose removal is not finished (deferred or stuck)
+    item_errors: int = 0  # entries whose GC raised unexpectedly (logged, skipped)
+    work: int = 0  # budget units spent
+
+
+@dataclass
+class _Pending:
+    """A stale entry whose removal did not finish: continued on later ticks, whatever its mtime."""
+
+    last_tick: int = 0  # the GC pass that last worked on it (least recently worked goes first)
+    retry_at: float = 0.0  # stuck: not before this (clock time)
+    logged: bool = False
 
 
 class Discovery:
@@ -135,7 +166,11 @@ class Discovery:
         self.tracked: dict[str, TrackedRegion] = {}
         self._rejected_keys: set[tuple[str, str, int, str]] = set()
         self._logged_names: set[str] = set()
+        self._logged_errors: set[tuple[str, str]] = set()
+        self._logged_truncated: set[str] = set()
         self._root_state = ""
+        self._gc_pending: dict[str, _Pending] = {}
+        self._gc_passes = 0
 
     # ------------------------------------------------------------------ root
 
@@ -188,6 +223,13 @@ class Discovery:
                 out.append((entry.name, *parsed))
         return out, seen, truncated
 
+    def _item_error(self, what: str, name: str, exc: BaseException) -> None:
+        """An unexpected exception confined to one entry: logged (once per entry and kind) with its path."""
+        key = (name, type(exc).__name__)
+        if key not in self._logged_errors and len(self._logged_errors) < _LOGGED_ERRORS_CAP:
+            self._logged_errors.add(key)
+            log.error("%s of %s/%r failed; skipped, the rest goes on", what, self.root, name, exc_info=exc)
+
     def _log_foreign(self, name: str) -> None:
         if name not in self._logged_names and len(self._logged_names) < _LOGGED_NAMES_CAP:
             self._logged_names.add(name)
@@ -216,7 +258,14 @@ class Discovery:
                 )
             result.directories = len(entries)
             for name, uid, ctr in entries:
-                kept = self._scan_dir(root_fd, name, uid, ctr, current.get(name), rejected, result)
+                if name in self._gc_pending:
+                    continue  # being removed: nothing to track there
+                try:
+                    kept = self._scan_dir(root_fd, name, uid, ctr, current.get(name), rejected, result)
+                except Exception as exc:  # noqa: BLE001 - one directory must never stop the scan
+                    result.item_errors += 1
+                    self._item_error("scanning", name, exc)
+                    continue
                 if kept is not None:
                     new[name] = kept
         finally:
@@ -281,18 +330,7 @@ class Discovery:
         try:
             if self.on_directory is not None:
                 self.on_directory(name, dfd)
-            candidates: list[tuple[str, os.stat_result]] = []
-            with os.scandir(dfd) as it:
-                for entry in it:
-                    n = entry.name
-                    if not n.endswith(".cache") or "libvgpu.so" in n:
-                        continue
-                    if len(candidates) >= MAX_CACHE_ENTRIES:
-                        break
-                    try:
-                        candidates.append((n, entry.stat(follow_symlinks=False)))
-                    except OSError:
-                        continue  # vanished
+            candidates = self._candidates(dfd, name, current, result)
             usable = []
             for n, st in candidates:
                 mode = st.st_mode
@@ -330,6 +368,48 @@ class Discovery:
             return None
         finally:
             os.close(dfd)
+
+    def _candidates(
+        self, dfd: int, name: str, current: TrackedRegion | None, result: ScanResult
+    ) -> list[tuple[str, os.stat_result]]:
+        """``(name, lstat)`` of at most 16 ``*.cache`` entries among the first 256 entries listed.
+
+        The listing is streamed and stops at ``MAX_DIR_ENTRIES`` whatever the names, so a
+        directory full of junk costs a bounded scan.  The tracked file is looked up by name
+        as well, so junk listed before it cannot make the monitor lose it.
+        """
+        candidates: list[tuple[str, os.stat_result]] = []
+        seen = 0
+        with os.scandir(dfd) as it:
+            for entry in it:
+                if seen >= MAX_DIR_ENTRIES:
+                    result.truncated_dirs += 1
+                    if name not in self._logged_truncated and len(self._logged_truncated) < _LOGGED_NAMES_CAP:
+                        self._logged_truncated.add(name)
+                        log.warning(
+                            "%s/%s has more than %d entries; only the first %d are looked at each scan",
+                            self.root,
+                            name,
+                            MAX_DIR_ENTRIES,
+                            MAX_DIR_ENTRIES,
+                        )
+                    break
+                seen += 1
+                n = entry.name
+                if not n.endswith(".cache") or "libvgpu.so" in n:
+                    continue
+                if len(candidates) >= MAX_CACHE_ENTRIES:
+                    break
+                try:
+                    candidates.append((n, entry.stat(follow_symlinks=False)))
+                except OSError:
+                    continue  # vanished
+        if current is not None and all(n != current.file_name for n, _ in candidates):
+            try:
+                candidates.append((current.file_name, os.stat(current.file_name, dir_fd=dfd, follow_symlinks=False)))
+            except OSError:
+                pass  # gone: re-select among the others
+        return candidates
 
     def _open_region(
         self, dfd: int, dir_name: str, uid: str, ctr: str, file_name: str, rejected: list, result: ScanResult
@@ -370,53 +450,102 @@ class Discovery:
 
     # ------------------------------------------------------------------ GC
 
-    def collect_garbage(self, pods: PodLookup) -> list[str]:
-        """Remove stale ``<podUID>_<ctr>`` entries (docs/metrics.md §6.3); returns the removed names.
+    def collect_garbage(self, pods: PodLookup, budget: int | None = None) -> GcResult:
+        """Remove stale ``<podUID>_<ctr>`` entries (docs/metrics.md §6.3) within a work budget.
 
         Stale: the pod list is synced, no pod has that UID (or it is Succeeded/Failed), and
-        the entry's own ``lstat`` mtime is more than 300 s old.  Removal is fd-relative and
-        never follows a symlink: a symlink (or other non-directory) is unlinked itself.
+        the entry's own ``lstat`` mtime is more than 300 s old.  Removal is
+        :func:`vgpu.monitor.rmtree.remove_entry`: iterative, descriptor-relative, never
+        following a symlink nor opening a non-directory; what the budget does not cover this
+        tick is continued on the next ones (least recently worked first), whatever the
+        entry's mtime is by then.  An exception in one entry is logged and counted, and the
+        others are still collected.
         """
+        result = GcResult()
         if not pods.synced:
-            return []
+            result.pending = len(self._gc_pending)
+            return result
         root_fd = self._open_root(create=False)
         if root_fd is None:
-            return []
-        removed: list[str] = []
-        now = self.clock()
+            result.pending = len(self._gc_pending)
+            return result
+        self._gc_passes += 1
+        budget = GC_WORK_BUDGET if budget is None else budget
+        work = Budget(budget)
         try:
             entries, _, _ = self._matching_entries(root_fd)
-            for name, uid, _ctr in entries:
-                pod = pods.get(uid)
-                if pod is not None and not pod.terminal:
-                    continue
+            listed = {name for name, _, _ in entries}
+            for name in [n for n in self._gc_pending if n not in listed]:
+                del self._gc_pending[name]  # gone (or beyond the listing cap)
+
+            def order(e: tuple[str, str, str]) -> tuple[int, int]:
+                p = self._gc_pending.get(e[0])
+                return (0, p.last_tick) if p is not None else (1, 0)
+
+            for name, uid, _ctr in sorted(entries, key=order):
                 try:
-                    st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if now - st.st_mtime <= STALE_AFTER_S:
-                    continue
-                self._untrack(name)
-                try:
-                    if stat.S_ISDIR(st.st_mode):
-                        shutil.rmtree(name, dir_fd=root_fd)
-                    else:
-                        os.unlink(name, dir_fd=root_fd)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    log.warning("cannot remove stale %s/%s: %s", self.root, name, exc)
-                    continue
-                removed.append(name)
+                    self._collect_one(root_fd, name, uid, pods, work, result)
+                except Exception as exc:  # noqa: BLE001 - one entry must never stop GC (or the tick)
+                    result.item_errors += 1
+                    self._item_error("garbage-collecting", name, exc)
+        finally:
+            os.close(root_fd)
+        result.work = budget - work.left
+        result.pending = len(self._gc_pending)
+        return result
+
+    def _collect_one(self, root_fd: int, name: str, uid: str, pods: PodLookup, work: Budget, result: GcResult) -> None:
+        pod = pods.get(uid)
+        if pod is not None and not pod.terminal:
+            self._gc_pending.pop(name, None)
+            return
+        now = self.clock()
+        pending = self._gc_pending.get(name)
+        if pending is None:
+            try:
+                st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return
+            if now - st.st_mtime <= STALE_AFTER_S:
+                return
+        elif now < pending.retry_at:
+            return
+        if work.left <= 0:
+            result.deferred = True
+            self._gc_pending.setdefault(name, _Pending())
+            return
+        self._untrack(name)  # the region fd is closed before the directory goes
+        removal = remove_entry(root_fd, name, work)
+        if removal.outcome in (Outcome.DONE, Outcome.GONE):
+            self._gc_pending.pop(name, None)
+            if removal.outcome is Outcome.DONE:
+                result.removed.append(name)
                 log.info(
                     "removed stale %s/%s (pod %s)",
                     self.root,
                     name,
                     "gone" if pod is None else f"{pod.namespace}/{pod.name} terminated",
                 )
-        finally:
-            os.close(root_fd)
-        return removed
+            return
+        p = self._gc_pending.setdefault(name, _Pending())
+        p.last_tick = self._gc_passes
+        if removal.outcome is Outcome.DEFERRED:
+            result.deferred = True
+            p.retry_at = 0.0
+            if not p.logged:
+                p.logged = True
+                log.info(
+                    "removing stale %s/%s over several ticks (%d entries per tick)", self.root, name, GC_WORK_BUDGET
+                )
+            return
+        p.retry_at = now + STALE_AFTER_S  # stuck: try again in 5 minutes
+        log.warning(
+            "cannot remove stale %s/%s completely (%s); retrying in %.0f s",
+            self.root,
+            name,
+            removal.error,
+            STALE_AFTER_S,
+        )
 
     def _untrack(self, name: str) -> None:
         with self.lock:

@@ -33,7 +33,7 @@ IN_CLOEXEC = os.O_CLOEXEC
 # it again and again.  A new file shows up as IN_CREATE (its magic comes later, through mmap).
 DIR_EVENTS = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len
-MAX_READS = 16  # 64 KiB reads per read_events call: ~4,000 events or more
+MAX_READ_BYTES = 1 << 20  # per read_events() call: ~30,000 events
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,17 +80,17 @@ class Inotify:
     def rm_watch(self, wd: int) -> None:
         self._libc.inotify_rm_watch(self._fd, wd)  # EINVAL for an already-gone watch is fine
 
-    def read_events(self, max_reads: int = MAX_READS) -> list[Event]:
-        """The queued events, from at most ``max_reads`` reads (never blocks).
+    def read_events(self, max_bytes: int = MAX_READ_BYTES) -> list[Event]:
+        """Queued events, at most about ``max_bytes`` of them per call (never blocks).
 
-        Bounded because a container that renames files in a loop queues events faster than they
-        can be drained: "until the queue is empty" never came, and the monitor loop stalled in
-        here.  What is left stays queued and wakes the loop again.
+        Bounded so that a tenant creating files as fast as it can never keeps the loop here;
+        what is left stays queued (the descriptor stays readable) for the next call.
         """
         events: list[Event] = []
-        for _ in range(max_reads):
+        total = 0
+        while total < max_bytes:
             try:
-                data = os.read(self._fd, 65536)
+                data = os.read(self._fd, max(4096, min(65536, max_bytes - total)))  # ≥ one event
             except BlockingIOError:
                 return events
             except OSError as exc:
@@ -99,6 +99,7 @@ class Inotify:
                 raise
             if not data:
                 return events
+            total += len(data)
             pos = 0
             while pos + _HEADER.size <= len(data):
                 wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)

@@ -1,22 +1,51 @@
 """The HTTP endpoint: ``/metrics`` (text 0.0.4), ``/healthz``; every other path is 404 (docs/metrics.md §1).
 
-A small ``ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive (Prometheus reuses its
+A small threaded ``http.server`` speaking HTTP/1.1 with keep-alive (Prometheus reuses its
 connection, so a scrape costs no TCP handshake).  The body is never compressed: rendering is
 cheap and gzip would cost more CPU than it saves on a node-local scrape.
+
+The port is reachable from every pod on the node, so connections are bounded
+(docs/metrics.md §1.1): at most ``MAX_CONNECTIONS`` are served at once, one thread each.  A
+connection that is *waiting* (for its first request, or idle between keep-alive requests) gives
+its slot up to a new connection when all are taken, oldest first, so idle or slow clients can
+never lock a scraper out; when every slot is *busy* answering, a new connection gets a 503 and
+is closed.  A request's line and headers must arrive within ``HEAD_TIMEOUT_S`` (from the
+connection, or from the first byte of a keep-alive request), however slowly they trickle in; a
+keep-alive connection may wait ``IDLE_TIMEOUT_S`` for its next request; a reply must be taken
+within ``WRITE_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from vgpu.monitor.exposition import CONTENT_TYPE
+from vgpu.monitor.stats import MonitorStats
 
 log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 32  # served at once (one thread each); waiting ones give way to new ones
+HEAD_TIMEOUT_S = 5.0  # request line + headers, however slowly they come
+IDLE_TIMEOUT_S = 60.0  # keep-alive: the wait for the next request
+WRITE_TIMEOUT_S = 10.0  # the client must take the reply within this
+LISTEN_BACKLOG = 128  # socketserver's default of 5 drops a burst of connects (SYN retries cost 1 s)
+WAITING = "waiting"
+BUSY = "busy"
+_BUSY_BODY = b"too many concurrent requests; retry later\n"
+_BUSY_REPLY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    + f"Content-Length: {len(_BUSY_BODY)}\r\n".encode()
+    + b"Retry-After: 1\r\nConnection: close\r\n\r\n"
+    + _BUSY_BODY
+)
 
 
 class ListenAddressError(ValueError):
@@ -39,22 +68,179 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host or "0.0.0.0", port
 
 
+@dataclass(eq=False)
+class _Conn:
+    """One accepted connection: what it is doing, since when (under the server's lock)."""
+
+    sock: socket.socket
+    phase: str = WAITING
+    since: float = 0.0
+    evicted: bool = False
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    block_on_close = False  # stop() must not wait for clients that hold connections open
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], metrics: Callable[[], bytes], health: Callable[[], tuple[bool, str]]):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        metrics: Callable[[], bytes],
+        health: Callable[[], tuple[bool, str]],
+        stats: MonitorStats,
+        max_connections: int,
+    ):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.metrics = metrics
         self.health = health
+        self.stats = stats
+        self.max_connections = max_connections
+        self.conns: dict[int, _Conn] = {}
+        self.conns_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Admit the connection (evicting the longest-waiting one when full) or refuse it with a 503."""
+        now = time.monotonic()
+        with self.conns_lock:
+            admit = len(self.conns) < self.max_connections
+            if not admit and len(self.conns) < 2 * self.max_connections:  # evicted ones still closing
+                waiting = [c for c in self.conns.values() if c.phase == WAITING and not c.evicted]
+                if waiting:
+                    victim = min(waiting, key=lambda c: c.since)
+                    victim.evicted = True
+                    _shutdown(victim.sock)  # its blocked read returns at once; its thread ends
+                    admit = True
+            if admit:
+                conn = _Conn(request, WAITING, now)
+                self.conns[id(request)] = conn
+            self._count_connections()
+        if not admit:
+            self._refuse(request)
+            return
+        t = threading.Thread(target=self._serve, args=(request, client_address), name="monitor-http-conn", daemon=True)
+        try:
+            t.start()
+        except RuntimeError:  # cannot start a thread (resource limits): as if full
+            with self.conns_lock:
+                self.conns.pop(id(request), None)
+                self._count_connections()
+            self._refuse(request)
+
+    def _serve(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 - one connection's trouble is its own
+            log.debug("HTTP connection from %s failed", client_address, exc_info=True)
+        finally:
+            with self.conns_lock:
+                conn = self.conns.pop(id(request), None)
+                self._count_connections()
+            if conn is not None and conn.evicted:
+                with self.stats.lock:
+                    self.stats.http_dropped["evicted"] += 1
+            self.shutdown_request(request)
+
+    def _refuse(self, request: socket.socket) -> None:
+        with self.stats.lock:
+            self.stats.http_refused += 1
+        try:
+            request.setblocking(False)
+            request.send(_BUSY_REPLY)  # fits any socket buffer: never blocks the accept loop
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def _count_connections(self) -> None:
+        with self.stats.lock:
+            self.stats.http_connections = len(self.conns)
+
+    def set_phase(self, request: Any, phase: str) -> bool:
+        """Mark a connection busy or waiting; False when it was evicted meanwhile."""
+        with self.conns_lock:
+            conn = self.conns.get(id(request))
+            if conn is None or conn.evicted:
+                return False
+            conn.phase = phase
+            conn.since = time.monotonic()
+            return True
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The connection's reads, each bounded by what is left of the handler's current deadline.
+
+    A per-``recv`` timeout alone lets a client send one byte every few seconds forever.
+    """
+
+    def __init__(self, handler: _Handler):
+        self._h = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        h = self._h
+        left = h.deadline - time.monotonic()
+        if left <= 0:
+            h.timed_out()
+            raise TimeoutError("the request did not arrive in time")
+        sock = h.connection
+        sock.settimeout(left)
+        try:
+            n = sock.recv_into(buffer)
+        except TimeoutError:
+            h.timed_out()
+            raise
+        if n and h.idle:  # the first byte of a keep-alive request: its head has HEAD_TIMEOUT_S from now
+            h.idle = False
+            h.deadline = time.monotonic() + HEAD_TIMEOUT_S
+        return n
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
-    timeout = 60  # an idle keep-alive connection is dropped after this
+    timeout = HEAD_TIMEOUT_S
+
+    def setup(self) -> None:
+        super().setup()
+        self.deadline = time.monotonic() + HEAD_TIMEOUT_S
+        self.idle = False
+        self._timed_out = False
+        self.rfile.close()  # the plain makefile() reader, replaced by a deadline-bound one
+        self.rfile = io.BufferedReader(_DeadlineReader(self))
+
+    def timed_out(self) -> None:
+        if not self._timed_out:
+            self._timed_out = True
+            with self.server.stats.lock:
+                self.server.stats.http_dropped["timeout"] += 1
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        if not self.server.set_phase(self.request, BUSY):
+            self.close_connection = True
+            return False
+        self.connection.settimeout(WRITE_TIMEOUT_S)
+        return ok
+
+    def handle_one_request(self) -> None:
+        super().handle_one_request()
+        if not self.close_connection:
+            if not self.server.set_phase(self.request, WAITING):
+                self.close_connection = True
+            self.idle = True
+            self.deadline = time.monotonic() + IDLE_TIMEOUT_S
 
     def do_GET(self) -> None:
         self._answer(send_body=True)
@@ -93,9 +279,18 @@ class _Handler(BaseHTTPRequestHandler):
 class MetricsServer:
     """Serves ``metrics()`` and ``health()`` on ``listen`` in a background thread."""
 
-    def __init__(self, listen: str, metrics: Callable[[], bytes], health: Callable[[], tuple[bool, str]]):
+    def __init__(
+        self,
+        listen: str,
+        metrics: Callable[[], bytes],
+        health: Callable[[], tuple[bool, str]],
+        *,
+        stats: MonitorStats | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+    ):
         self.address = parse_listen(listen)
-        self._server = _Server(self.address, metrics, health)
+        self.stats = stats if stats is not None else MonitorStats()
+        self._server = _Server(self.address, metrics, health, self.stats, max_connections)
         self._thread: threading.Thread | None = None
 
     @property
@@ -119,3 +314,6 @@ class MetricsServer:
             self._thread.join(5)
             self._thread = None
         self._server.server_close()
+        with self._server.conns_lock:
+            for conn in self._server.conns.values():
+                _shutdown(conn.sock)  # their threads end at once

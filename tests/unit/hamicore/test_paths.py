@@ -49,6 +49,10 @@ def test_layout_paths():
         (f"{POD}_main_x", None),
         (f"{POD}_{'a' * 64}", None),
         (f"{POD}_{'a' * 63}", (POD, "a" * 63)),
+        # `$` also matches before a trailing newline: a name ending in "\n" is not ours
+        (f"{POD}_main\n", None),
+        (f"{POD[:-1]}\n_main", None),
+        (f"{POD}_main\n\n", None),
     ],
 )
 def test_parse_container_dir_name(name, parsed):
@@ -60,6 +64,12 @@ def test_container_dir_name_validates():
         container_dir_name("../../etc", "c")
     with pytest.raises(ValueError):
         container_dir_name(POD, "../x")
+
+
+@pytest.mark.parametrize("uid,ctr", [(POD + "\n", "main"), (POD, "main\n")])
+def test_container_dir_name_rejects_a_trailing_newline(uid, ctr):
+    with pytest.raises(ValueError):
+        container_dir_name(uid, ctr)
 
 
 def test_prepare_creates_the_modes_regardless_of_umask(layout):

@@ -13,7 +13,7 @@ from vgpu.hamicore.paths import HostLayout, container_cache_file, prepare_contai
 from vgpu.monitor.discovery import MAX_ROOT_ENTRIES
 from vgpu.sim.hamicore.writer import RegionWriter
 
-from .helpers import UUIDS, add_container, container_dir, new_uid, parse, region_bytes, write_region
+from .helpers import UUIDS, add_container, container_dir, new_uid, parse, region_bytes, set_old, write_region
 
 V12_SIZE = 2_008_953
 
@@ -193,6 +193,20 @@ def test_foreign_names_are_ignored(make_monitor, hook):
     assert result.directories == 0 and result.tracked == 0 and result.entries == 5
 
 
+def test_a_name_with_a_trailing_newline_is_foreign(make_monitor, hook, clock):
+    # `^...$` with re.match accepted "<uid>_main\n" as container "main": a second, tenant-named
+    # entry for the same container.  It is neither tracked nor ever removed.
+    uid = new_uid()
+    d = hook / "containers" / f"{uid}_main\n"
+    d.mkdir(parents=True)
+    write_region(d / "a.cache", procs=[(1, [1, 0])])
+    set_old(d, 10_000, now=clock())
+    m = make_monitor()
+    result = m.tick()
+    assert result.scan.directories == 0 and result.scan.tracked == 0 and result.removed == []
+    assert d.is_dir()
+
+
 def test_at_most_16_cache_entries_per_directory(make_monitor, hook):
     d = container_dir(hook, new_uid(), "main")
     for i in range(40):
@@ -312,3 +326,89 @@ def test_a_rejected_file_replaced_by_another_bad_one_is_counted_again(make_monit
     os.replace(d / "b.tmp", d / "b.cache")
     m.scan()
     assert m.stats.rejected_total == {"magic": 2}
+
+
+def junk(d: pathlib.Path, n: int) -> None:
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(n):
+            os.close(os.open(f"junk{i}", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+class CountingScandir:
+    """Wraps os.scandir and counts the entries each listing handed out."""
+
+    def __init__(self, real):
+        self.real = real
+        self.counts: list[int] = []
+
+    def __call__(self, *args):
+        real_it = self.real(*args)
+        counts, i = self.counts, len(self.counts)
+        counts.append(0)
+
+        class It:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                real_it.close()
+
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                entry = next(real_it)
+                counts[i] += 1
+                return entry
+
+            def close(self):
+                real_it.close()
+
+        return It()
+
+
+def test_a_directory_full_of_junk_costs_a_bounded_scan(make_monitor, hook, monkeypatch):
+    # Non-.cache names were not capped: 300,000 junk files made every scan walk them all.
+    from vgpu.monitor.discovery import MAX_DIR_ENTRIES
+
+    d = container_dir(hook, new_uid(), "main")
+    junk(d, MAX_DIR_ENTRIES * 8)
+    m = make_monitor()
+    spy = CountingScandir(os.scandir)
+    monkeypatch.setattr(os, "scandir", spy)
+    result = m.scan()
+    monkeypatch.undo()
+    assert result.truncated_dirs == 1
+    assert max(spy.counts) <= MAX_DIR_ENTRIES + 1  # the root's listing and this directory's, each capped
+    s = parse(m.render_metrics())
+    assert {lab["where"]: v for lab, v in s["vgpu_monitor_truncated_listings"]} == {"root": 0.0, "container_dir": 1.0}
+
+
+def test_the_tracked_file_is_kept_whatever_junk_comes_after_it(make_monitor, hook):
+    from vgpu.monitor.discovery import MAX_DIR_ENTRIES
+
+    uid = new_uid()
+    add_container(hook, uid, "main", procs=[(1, [5, 0])])
+    m = make_monitor()
+    assert m.scan().tracked == 1
+    junk(hook / "containers" / f"{uid}_main", MAX_DIR_ENTRIES * 4)
+    for _ in range(2):
+        result = m.scan()
+        assert result.tracked == 1 and result.dropped == [] and result.truncated_dirs == 1
+    assert {lab["pod"] for lab in used_series(m)} == {uid}
+
+
+def test_truncation_gauges_are_zero_from_the_start(make_monitor):
+    s = parse(make_monitor().render_metrics())
+    assert {lab["where"]: v for lab, v in s["vgpu_monitor_truncated_listings"]} == {"root": 0.0, "container_dir": 0.0}
+    for name in ("vgpu_monitor_gc_deferred_total", "vgpu_monitor_gc_pending", "vgpu_monitor_http_connections"):
+        assert s[name] == [({}, 0.0)]
+    assert {lab["stage"]: v for lab, v in s["vgpu_monitor_item_errors_total"]} == {"gc": 0, "scan": 0, "feedback": 0}
+    assert s["vgpu_monitor_http_connections_refused_total"] == [({}, 0.0)]
+    assert {lab["reason"]: v for lab, v in s["vgpu_monitor_http_connections_dropped_total"]} == {
+        "evicted": 0.0,
+        "timeout": 0.0,
+    }

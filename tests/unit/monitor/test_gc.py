@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+
+import pytest
 
 from vgpu.monitor.pods import PodIndex
 from vgpu.sim.pods import StaticPods
@@ -128,3 +131,165 @@ def test_tracked_region_fd_is_closed_before_removal(make_monitor, hook, clock):
     assert m.tick().removed == [f"{uid}_main"]
     assert region.closed
     assert m.discovery.tracked == {}
+
+
+def deep_tree(top, depth: int) -> None:
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    finally:
+        os.close(fd)
+
+
+def junk(d, n: int) -> None:
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(n):
+            os.close(os.open(f"junk{i}", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def deep_cleanup(hook):
+    """pytest removes tmp_path with shutil.rmtree, which a 1,000-deep tree left by a failure breaks."""
+    yield
+    subprocess.run(["rm", "-rf", "--", str(hook)], check=False)
+
+
+def test_a_1000_deep_tree_is_removed_and_the_tick_goes_on(make_monitor, hook, clock, deep_cleanup):
+    # shutil.rmtree recursed once per level: RecursionError on every tick, for the whole node.
+    good = new_uid()
+    add_container(hook, good, "main", procs=[(1, [5, 0])])
+    d = container_dir(hook, new_uid(), "main")
+    deep_tree(d, 1000)
+    set_old(d, 1000, now=clock())
+    m = make_monitor(StaticPods([pod(good, "good")]))
+    result = m.tick()
+    assert result.removed == [d.name] and not os.path.lexists(d)
+    assert result.scan.tracked == 1 and result.writes
+    s = parse(m.render_metrics())
+    assert {lab["stage"]: v for lab, v in s["vgpu_monitor_item_errors_total"]} == {"gc": 0, "scan": 0, "feedback": 0}
+
+
+def test_a_huge_directory_is_removed_over_several_ticks_within_the_budget(make_monitor, hook, clock, monkeypatch):
+    from vgpu.monitor import discovery
+
+    monkeypatch.setattr(discovery, "GC_WORK_BUDGET", 100)
+    d = container_dir(hook, new_uid(), "main")
+    junk(d, 450)
+    set_old(d, 1000, now=clock())
+    m = make_monitor(StaticPods([]))
+    ticks = 0
+    while os.path.lexists(d):
+        removed = m.tick().removed
+        ticks += 1
+        assert ticks <= 10
+        if os.path.lexists(d):
+            assert removed == [] and 0 < len(os.listdir(d)) < 450
+            s = parse(m.render_metrics())
+            assert s["vgpu_monitor_gc_pending"] == [({}, 1.0)]
+            # removing entries refreshed its mtime: it is continued anyway, not "young" again
+            assert os.lstat(d).st_mtime > clock() - 300
+    assert ticks >= 5 and removed == [d.name]
+    s = parse(m.render_metrics())
+    assert s["vgpu_monitor_gc_pending"] == [({}, 0.0)]
+    assert s["vgpu_monitor_gc_deferred_total"] == [({}, float(ticks - 1))]
+    assert s["vgpu_monitor_gc_removed_total"] == [({}, 1.0)]
+
+
+def test_an_entry_being_removed_is_not_scanned(make_monitor, hook, clock, monkeypatch):
+    from vgpu.monitor import discovery
+
+    monkeypatch.setattr(discovery, "GC_WORK_BUDGET", 5)
+    uid = new_uid()
+    region = add_container(hook, uid, "main", procs=[(1, [5, 0])])
+    junk(region.parent, 50)
+    set_old(region.parent, 1000, now=clock())
+    m = make_monitor(StaticPods([]))
+    result = m.tick()
+    assert result.removed == [] and os.path.lexists(region.parent)
+    assert result.scan.tracked == 0 and m.discovery.tracked == {}
+
+
+def test_one_failing_entry_never_stops_gc_nor_the_tick(make_monitor, hook, clock, monkeypatch, caplog):
+    from vgpu.monitor import discovery
+
+    bad, other, good = new_uid(), new_uid(), new_uid()
+    for uid in (bad, other):
+        set_old(container_dir(hook, uid, "main"), 1000, now=clock())
+    add_container(hook, good, "main", procs=[(1, [5, 0])])
+    real = discovery.remove_entry
+
+    def remove_entry(parent_fd, name, budget):
+        if name.startswith(bad):
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(parent_fd, name, budget)
+
+    monkeypatch.setattr(discovery, "remove_entry", remove_entry)
+    m = make_monitor(StaticPods([pod(good, "good")]))
+    result = m.tick()
+    assert result.removed == [f"{other}_main"]
+    assert result.scan.tracked == 1 and result.writes
+    assert f"{bad}_main" in caplog.text and "RecursionError" in caplog.text
+    s = parse(m.render_metrics())
+    assert {lab["stage"]: v for lab, v in s["vgpu_monitor_item_errors_total"]}["gc"] == 1.0
+
+
+def test_a_failing_part_of_the_tick_never_stops_the_others(make_monitor, hook, monkeypatch):
+    uid = new_uid()
+    add_container(hook, uid, "main", procs=[(1, [5, 0])])
+    m = make_monitor(StaticPods([pod(uid, "p")]))
+
+    def broken(*_a, **_kw):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(m.discovery, "collect_garbage", broken)
+    result = m.tick()
+    assert result.scan.tracked == 1 and result.writes
+    assert m.stats.last_tick_monotonic > 0
+    monkeypatch.setattr(m.discovery, "scan", broken)
+    result = m.tick()
+    assert not result.scan.ok
+    s = parse(m.render_metrics())
+    assert {lab["stage"]: v for lab, v in s["vgpu_monitor_item_errors_total"]} == {
+        "gc": 2.0,
+        "scan": 1.0,
+        "feedback": 0,
+    }
+
+
+def test_a_fifo_swapped_in_for_a_subdirectory_never_blocks_gc(make_monitor, hook, clock, monkeypatch):
+    # Between the listing (a directory) and the open, the tenant puts a FIFO there: a plain
+    # O_RDONLY open (shutil.rmtree) waits for a writer forever, and so does the whole tick.
+    import threading
+
+    d = container_dir(hook, new_uid(), "main")
+    (d / "sub" / "swap").mkdir(parents=True)
+    set_old(d, 1000, now=clock())
+    real_open = os.open
+    fifos = []
+
+    def swapping_open(path, flags, mode=0o777, *, dir_fd=None):
+        if path == "swap" and not fifos:
+            os.rmdir("swap", dir_fd=dir_fd)
+            os.mkfifo("swap", dir_fd=dir_fd)
+            fifos.append(d / "sub" / "swap")
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", swapping_open)
+    m = make_monitor(StaticPods([]))
+    done = []
+    t = threading.Thread(target=lambda: done.append(m.tick()), daemon=True)
+    t.start()
+    t.join(10)
+    if t.is_alive():  # release the blocked open so the test process can end
+        fd = real_open(fifos[0], os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        t.join(5)
+    assert done, "the tick blocked on the FIFO"
+    assert fifos and done[0].removed == [d.name] and not os.path.lexists(d)

@@ -2,7 +2,7 @@
 
 The loop drained the queue "until empty", which never came while the renames went on: the loop
 thread stalled there and no scan, tick or feedback pass ran for any container.  Each drain is now
-bounded (``inotify.MAX_READS`` reads), so the loop keeps its period under the flood.
+bounded (``inotify.MAX_READ_BYTES`` per call), so the loop keeps its period under the flood.
 """
 
 from __future__ import annotations
