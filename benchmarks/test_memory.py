@@ -29,6 +29,7 @@ from kubernetes import client as k8s
 from benchmarks.conftest import assert_gates, record_gate
 from benchmarks.daemons import Daemon, wait_for
 from vgpu.protocol import keys
+from vgpu.sim import pods as sim_pods
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.hamicore.writer import RegionWriter
 from vgpu.sim.kubelet import FakeKubelet
@@ -165,20 +166,16 @@ def monitor_node(tmp_path: pathlib.Path) -> Iterator[MonitorNode]:
         nvml = fakenvml.FakeNvml.create(tmp_path / "nvml", [fakenvml.device(i) for i in range(GPUS)])
         containers = tmp_path / "hook" / "containers"
         for k in range(CONTAINERS):
-            pod = api.store.create(
-                "pods",
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {"name": f"job-{k:03d}", "namespace": "default"},
-                    "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "cuda:12"}]},
-                },
-                "default",
-            )
+            gpus = [_gpu_uuid((2 * k) % GPUS), _gpu_uuid((2 * k + 1) % GPUS)]
+            # Served vGPU pods (limits, vgpu-ids-new): the monitor trusts only the GPUs a pod was given.
+            manifest = sim_pods.pod("", f"job-{k:03d}", node=NODE, gpus={"main": gpus})
+            for server_set in ("uid", "resourceVersion"):
+                del manifest["metadata"][server_set]
+            del manifest["status"]
+            pod = api.store.create("pods", manifest, "default")
             api.store.patch(
                 "pods", "default", f"job-{k:03d}", {"status": {"phase": "Running"}}, "merge", subresource="status"
             )
-            gpus = [_gpu_uuid((2 * k) % GPUS), _gpu_uuid((2 * k + 1) % GPUS)]
             d = containers / f"{pod['metadata']['uid']}_main"
             d.mkdir(parents=True)
             with RegionWriter.create(

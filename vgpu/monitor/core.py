@@ -280,13 +280,13 @@ class Monitor:
                 self._inotify.rm_watch(ev.wd)
                 self._root_wd = None
                 wanted = True
-            elif self._relevant(ev):
-                wanted = True
             else:
-                n = self._junk_events.get(ev.wd, 0) + 1
-                self._junk_events[ev.wd] = n
-                if n == NOISY_EVENTS:
-                    self._quiet(ev.wd)
+                wanted = self._relevant(ev) or wanted
+                if ev.wd != self._root_wd:  # a storm of any names, *.cache too: the period's scan covers it
+                    n = self._junk_events.get(ev.wd, 0) + 1
+                    self._junk_events[ev.wd] = n
+                    if n == NOISY_EVENTS:
+                        self._quiet(ev.wd)
         return wanted
 
     def _quiet(self, wd: int) -> None:
