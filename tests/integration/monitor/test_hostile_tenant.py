@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.unit.monitor.helpers import MIB, UUIDS, container_dir, new_uid, parse, set_old, write_region
-from vgpu.sim.hamicore.hostile import NameSwapper, OpenWatch
+from vgpu.sim.hamicore.hostile import SWAP_TO_FIFO_HOOK, NameSwapper, OpenWatch, deep_tree
 from vgpu.sim.hamicore.scenario import stuck_seqlock_region
 from vgpu.sim.hamicore.writer import RegionWriter
 from vgpu.sim.processes import MonitorProcess, wait_until
@@ -69,23 +69,6 @@ IDLE_CONNECTIONS = 300
 # The flood re-opens the connections the server drops at most this fast.  Each new connection costs
 # the monitor a thread start and an eviction: at 100 a second the scrape p99 roughly triples.
 REOPEN_PER_S = 20.0
-
-# The sitecustomize of the monitor process (on its PYTHONPATH): the first os.open of the name
-# VGPU_TEST_SWAP_TO_FIFO swaps that subdirectory for a FIFO just before the open runs -- the
-# tenant's race between GC's listing (a directory) and its open, won every time.
-SWAP_HOOK = textwrap.dedent(
-    """
-    import os, sys
-    _target = os.environ.get("VGPU_TEST_SWAP_TO_FIFO", "")
-    _name, _done = os.path.basename(_target), []
-    def _swap(event, args):
-        if event == "open" and not _done and _target and args[0] == _name:
-            _done.append(True)
-            os.rmdir(_target)
-            os.mkfifo(_target)
-    sys.addaudithook(_swap)
-    """
-)
 
 
 # ---------------------------------------------------------------------------- the tenants
@@ -154,20 +137,6 @@ def unlink_all(d: pathlib.Path) -> None:
         for n in names:
             with contextlib.suppress(OSError):
                 os.unlink(n, dir_fd=fd)
-    finally:
-        os.close(fd)
-
-
-def deep_tree(top: pathlib.Path, depth: int) -> None:
-    """``top/d/d/.../d`` (``depth`` levels), made through descriptors (no long paths)."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(depth):
-            os.mkdir("d", dir_fd=fd)
-            nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-        os.close(os.open("leaf.cache", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
     finally:
         os.close(fd)
 
@@ -539,7 +508,7 @@ def _hostile_tenants(apiserver, start_monitor, hook, nvml, tmp_path, stack: cont
 
     site = tmp_path / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text(SWAP_HOOK)
+    (site / "sitecustomize.py").write_text(SWAP_TO_FIFO_HOOK)
     env = {
         **nvml.env,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
@@ -553,7 +522,7 @@ def _hostile_tenants(apiserver, start_monitor, hook, nvml, tmp_path, stack: cont
 
     finished.mkdir()
     write_region(finished / "a.cache", uuids=[UUIDS[1]], limits_mib=[100], procs=[(1, [3])])
-    deep_tree(finished, DEPTH)
+    deep_tree(finished, DEPTH, leaf="leaf.cache")
     fifo_target.mkdir(parents=True)
     os.symlink(outside.root / "dir", finished / "escape")
     os.symlink(outside.root / "sentinel.cache", finished / "escape.cache")

@@ -11,9 +11,9 @@ import os
 import pathlib
 import struct
 import subprocess
-import textwrap
 
 from tests.unit.monitor.helpers import add_container, container_dir, new_uid, parse, set_old, wait_until
+from vgpu.sim.hamicore.hostile import SWAP_TO_FIFO_HOOK, deep_tree
 
 from .conftest import create_pod, set_phase
 
@@ -35,28 +35,13 @@ def block(path: pathlib.Path) -> None:
         f.write(struct.pack("<i", -1))
 
 
-def deep_tree(top: pathlib.Path, depth: int) -> None:
-    """``top/d/d/.../d`` (``depth`` levels), made through descriptors (no long paths)."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(depth):
-            os.mkdir("d", dir_fd=fd)
-            nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-        with open(os.open("leaf.cache", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
-            f.write(b"x")
-    finally:
-        os.close(fd)
-
-
 def rm_rf(path: pathlib.Path) -> None:
     subprocess.run(["rm", "-rf", "--", str(path)], check=False)
 
 
 def stale_deep_dir(hook: pathlib.Path, uid: str | None = None, depth: int = 1000) -> pathlib.Path:
     d = container_dir(hook, uid or new_uid(), "main")  # a finished or gone pod's: stale once 300 s old
-    deep_tree(d, depth)
+    deep_tree(d, depth, leaf="leaf.cache")
     set_old(d, 1000)
     return d
 
@@ -86,29 +71,11 @@ def test_a_deep_tree_appearing_while_running_stops_neither_ticks_nor_health(apis
         rm_rf(d)
 
 
-# Loaded into the monitor process (sitecustomize on its PYTHONPATH): the first os.open of the
-# directory named by VGPU_TEST_SWAP_TO_FIFO swaps it for a FIFO just before the open runs -- the
-# tenant's race between GC's listing (a directory) and its open, won every time.
-SWAP_HOOK = textwrap.dedent(
-    """
-    import os, sys
-    _target = os.environ.get("VGPU_TEST_SWAP_TO_FIFO", "")
-    _name, _done = os.path.basename(_target), []
-    def _swap(event, args):
-        if event == "open" and not _done and _target and args[0] == _name:
-            _done.append(True)
-            os.rmdir(_target)
-            os.mkfifo(_target)
-    sys.addaudithook(_swap)
-    """
-)
-
-
 def test_a_fifo_swapped_in_for_a_subdirectory_never_blocks_the_monitor(apiserver, start_monitor, hook, nvml, tmp_path):
     good = add_container(hook, create_pod(apiserver, "good")["metadata"]["uid"], "main", procs=[(1, [5, 0])])
     site = tmp_path / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text(SWAP_HOOK)
+    (site / "sitecustomize.py").write_text(SWAP_TO_FIFO_HOOK)
     d = container_dir(hook, new_uid(), "main")
     target = d / "sub" / "swap-me-into-a-fifo"
     env = {

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from vgpu.monitor.pods import PodIndex
+from vgpu.sim.hamicore.hostile import deep_tree
 from vgpu.sim.pods import StaticPods
 
 from .helpers import UUIDS, add_container, container_dir, new_uid, parse, pod, region_bytes, set_old
@@ -131,18 +132,6 @@ def test_tracked_region_fd_is_closed_before_removal(make_monitor, hook, clock):
     assert m.tick().removed == [f"{uid}_main"]
     assert region.closed
     assert m.discovery.tracked == {}
-
-
-def deep_tree(top, depth: int) -> None:
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(depth):
-            os.mkdir("d", dir_fd=fd)
-            nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-    finally:
-        os.close(fd)
 
 
 def junk(d, n: int) -> None:

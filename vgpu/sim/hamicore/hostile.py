@@ -117,3 +117,37 @@ class OpenWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# The sitecustomize of a monitor process (on its PYTHONPATH): the first os.open of the name
+# VGPU_TEST_SWAP_TO_FIFO swaps that subdirectory for a FIFO just before the open runs -- the
+# tenant's race between GC's listing (a directory) and its open, won every time.
+SWAP_TO_FIFO_HOOK = textwrap.dedent(
+    """
+    import os, sys
+    _target = os.environ.get("VGPU_TEST_SWAP_TO_FIFO", "")
+    _name, _done = os.path.basename(_target), []
+    def _swap(event, args):
+        if event == "open" and not _done and _target and args[0] == _name:
+            _done.append(True)
+            os.rmdir(_target)
+            os.mkfifo(_target)
+    sys.addaudithook(_swap)
+    """
+)
+
+
+def deep_tree(top: str | os.PathLike[str], depth: int, leaf: str | None = None) -> None:
+    """``top/d/d/.../d`` (``depth`` levels), made through descriptors (no long paths); ``leaf``: an
+    empty file of that name at the bottom."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        if leaf is not None:
+            os.close(os.open(leaf, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
