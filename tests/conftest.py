@@ -38,3 +38,9 @@ def missing_program(reason: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
+
+
+def unavailable_here(condition: bool, reason: str) -> pytest.MarkDecorator:
+    """Skip where the machine lacks what the test needs (root, inotify); under CI, which has it, run
+    and fail instead (docs/testing.md §2: a skip never hides a set-up failure in CI)."""
+    return pytest.mark.skipif(condition and not os.environ.get("CI"), reason=f"{reason}; under CI it runs and fails")

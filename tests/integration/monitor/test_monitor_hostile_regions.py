@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from tests.conftest import unavailable_here
 from tests.unit.monitor.helpers import add_container, container_dir, parse
 from vgpu.sim.hamicore.hostile import NameSwapper, OpenWatch
 from vgpu.sim.hamicore.scenario import UUIDS, stuck_seqlock_region, write_region
@@ -43,7 +44,7 @@ def _make_decoy(path, kind: str) -> None:
         os.mkfifo(path, 0o600)
 
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a device node needs root (CI runs as root)")
+needs_root = unavailable_here(os.geteuid() != 0, "mknod of a device node needs root (CI runs as root)")
 
 
 @pytest.mark.parametrize("kind", [pytest.param("chardev", marks=needs_root), "fifo"])

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.conftest import unavailable_here
 from tests.unit.hamicore import scenario
 from vgpu.hamicore.region import Region, RegionError, RegionErrorCode
 from vgpu.sim.hamicore.hostile import NameSwapper, OpenWatch
@@ -32,7 +33,7 @@ def make_decoy(path, kind: str) -> None:
         raise ValueError(kind)
 
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a device node needs root (CI runs as root)")
+needs_root = unavailable_here(os.geteuid() != 0, "mknod of a device node needs root (CI runs as root)")
 
 
 @pytest.mark.parametrize("kind", [pytest.param("chardev", marks=needs_root), "fifo"])

@@ -7,15 +7,14 @@ bounded (``inotify.MAX_READ_BYTES`` per call), so the loop keeps its period unde
 
 from __future__ import annotations
 
-import pytest
-
+from tests.conftest import unavailable_here
 from vgpu.monitor import inotify
 from vgpu.sim.hamicore.hostile import NameSwapper
 
 from .helpers import add_container, container_dir, new_uid, wait_until
 
 
-@pytest.mark.skipif(inotify.Inotify.create() is None, reason="inotify is not available on this kernel")
+@unavailable_here(inotify.Inotify.create() is None, "inotify is not available on this kernel")
 def test_a_rename_flood_does_not_stall_the_loop(make_monitor, hook):
     add_container(hook, new_uid(), "main", procs=[(1, [1, 0])])
     d = container_dir(hook, new_uid(), "main")

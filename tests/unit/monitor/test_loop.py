@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
-
+from tests.conftest import missing_program, unavailable_here
 from vgpu.monitor import core, inotify
 
 from .helpers import add_container, container_dir, new_uid, wait_until, write_region
@@ -29,7 +28,7 @@ def test_loop_ticks_on_its_period(make_monitor, hook):
     wait_until(lambda: m.stats.feedback_writes["recent_kernel"] >= 2, 5, "feedback on every tick")
 
 
-@pytest.mark.skipif(inotify.Inotify.create() is None, reason="inotify is not available on this kernel")
+@unavailable_here(inotify.Inotify.create() is None, "inotify is not available on this kernel")
 def test_inotify_wakes_a_scan_long_before_the_period(make_monitor, hook):
     m = make_monitor(interval_s=60, use_inotify=True)
     m.start()
@@ -43,7 +42,7 @@ def test_inotify_wakes_a_scan_long_before_the_period(make_monitor, hook):
     assert time.monotonic() - t0 < 5  # well before the 60 s period
 
 
-@pytest.mark.skipif(inotify.Inotify.create() is None, reason="inotify is not available on this kernel")
+@unavailable_here(inotify.Inotify.create() is None, "inotify is not available on this kernel")
 def test_own_file_access_does_not_keep_waking_the_loop(make_monitor, hook, monkeypatch):
     # Bad and initialising files are opened and closed on every scan; that must not trigger more
     # scans, and a file whose creator never sets the magic is retried only a few times.
@@ -110,7 +109,7 @@ def test_events_for_junk_names_do_not_wake_a_scan(make_monitor):
 def test_reading_events_is_bounded_per_call():
     ino = inotify.Inotify.create()
     if ino is None:
-        pytest.skip("inotify is not available on this kernel")
+        missing_program("inotify is not available on this kernel")
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:

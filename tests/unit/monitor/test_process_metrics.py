@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import psutil
-import pytest
 
 from .helpers import headers, parse
-
-pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the process collector reads /proc")
 
 
 def test_process_families_describe_this_process(make_monitor):
