@@ -259,7 +259,8 @@ assert _DEV.size == _DEV_SIZE and _HEAD.size == _DEV_OFF
     _BYTES,
 ) = range(21)
 _LAYOUTS = {int(x): x for x in Layout}
-assert [n for n, _ in ffi.typeof("vgpu_region_summary_t").fields][_FILE_SIZE:_LAST_KERNEL] == [
+# The summary fields copied one to one into the snapshot: the same names, in the same order, in both.
+_COPIED_FIELDS: Final = [
     "file_size",
     "device_num_raw",
     "device_num",
@@ -272,19 +273,8 @@ assert [n for n, _ in ffi.typeof("vgpu_region_summary_t").fields][_FILE_SIZE:_LA
     "recent_kernel",
     "priority",
 ]
-assert list(RegionSnapshot._fields[4:15]) == [
-    "file_size",
-    "device_num_raw",
-    "device_num",
-    "proc_num_raw",
-    "proc_num",
-    "live_procs",
-    "skipped_slots",
-    "sm_init_flag",
-    "utilization_switch",
-    "recent_kernel",
-    "priority",
-]
+assert [n for n, _ in ffi.typeof("vgpu_region_summary_t").fields][_FILE_SIZE:_LAST_KERNEL] == _COPIED_FIELDS
+assert list(RegionSnapshot._fields[4:15]) == _COPIED_FIELDS
 
 SEQLOCK_RETRIES: int = lib.VGPU_REGION_SEQLOCK_RETRIES  # tries per slot
 READ_RETRIES: int = lib.VGPU_REGION_READ_RETRIES  # tries per read, all slots together
