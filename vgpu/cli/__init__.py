@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu import __version__
+from vgpu import __version__, logfmt
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,47 @@ def configure_subcommand(parser: argparse.ArgumentParser, name: str) -> argparse
     """Import subcommand ``name``'s module and let it fill ``parser`` (once)."""
     if not getattr(parser, _CONFIGURED, False):
         importlib.import_module(_BY_NAME[name].module).configure(parser)
+        add_log_options(parser, after_command=True)
         setattr(parser, _CONFIGURED, True)
     return parser
+
+
+def _level(text: str) -> str:
+    try:
+        return logfmt.parse_level(text)
+    except logfmt.LogSettingError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
+
+
+def _format(text: str) -> str:
+    try:
+        return logfmt.parse_format(text)
+    except logfmt.LogSettingError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
+
+
+def add_log_options(parser: argparse.ArgumentParser, *, after_command: bool = False) -> None:
+    """``--log-level``/``--log-format``, on ``vgpu`` and on every subcommand (before or after it).
+
+    On a subcommand the default is SUPPRESS, so a value given before the subcommand survives.
+    """
+    default = argparse.SUPPRESS if after_command else None
+    group = parser.add_argument_group("logging (before or after the subcommand)")
+    group.add_argument(
+        "--log-level",
+        default=default,
+        type=_level,
+        metavar="LEVEL",
+        help=f"{', '.join(logfmt.LEVELS[:4])} (any case) [env {logfmt.LEVEL_ENV}; default {logfmt.DEFAULT_LEVEL}]",
+    )
+    group.add_argument(
+        "--log-format",
+        default=default,
+        type=_format,
+        metavar="FORMAT",
+        help="text, or json: one object per line with timestamp, level, logger, message and the "
+        f"context fields {', '.join(logfmt.CONTEXT_FIELDS)} [env {logfmt.FORMAT_ENV}; default {logfmt.DEFAULT_FORMAT}]",
+    )
 
 
 class _LazySubcommands(argparse._SubParsersAction):
@@ -74,12 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         "HAMi-core limits, dynamic MIG, health checks and per-container metrics.",
     )
     parser.add_argument("--version", action="version", version=f"vgpu {__version__}")
-    parser.add_argument(
-        "--log-level",
-        default="INFO",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="logging verbosity (default INFO)",
-    )
+    add_log_options(parser)
     parser.register("action", "parsers", _LazySubcommands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in SUBCOMMANDS:
@@ -90,10 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    try:
+        level, fmt = logfmt.resolve(args.log_level, args.log_format, os.environ)
+    except logfmt.LogSettingError as exc:
+        print(f"vgpu: {exc}", file=sys.stderr)
+        return 2
+    args.log_level, args.log_format = level, fmt
+    logfmt.configure(level, fmt)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2

@@ -247,13 +247,51 @@ def render_cache(snap: RegionSnapshot, slots: list[SlotInfo]) -> str:
 
 
 def _client(args: argparse.Namespace):
-    from vgpu.kube.client import KubeClient
+    """The cluster kubectl would use: --kubeconfig, KUBECONFIG (merged), ~/.kube/config, in-cluster."""
+    import os
 
-    return KubeClient.from_kubeconfig(getattr(args, "kubeconfig", None) or None)
+    from vgpu.kube.client import KubeClient, load_user_configuration
+
+    cfg = load_user_configuration(
+        getattr(args, "kubeconfig", None) or None, os.environ, context=getattr(args, "context", None)
+    )
+    return KubeClient(cfg, user_agent="vgpu-inspect")
+
+
+def render_explanation(exp: Any) -> str:
+    """The "why" part of `vgpu inspect pod` (vgpu/kube/explain.py)."""
+    lines = []
+    state = "Pending, not bound to a node" if exp.pending else exp.phase
+    lines.append(f"State: {state}")
+    for c in exp.conditions:
+        lines.append(f"Condition {c['type']}={c['status']} ({c['reason'] or '-'}): {c['message'] or '-'}")
+    if exp.events:
+        lines.append("Events (scheduler and plugin):")
+        for e in exp.events:
+            times = f" (x{e['count']})" if e["count"] and int(e["count"]) > 1 else ""
+            lines.append(f"  {e['type']} {e['reason']} from {e['source'] or '?'}{times}: {e['message']}")
+    elif exp.pending:
+        lines.append("Events: none from the scheduler yet (is a Volcano scheduler running, schedulerName: volcano?)")
+    if exp.lock_node is not None:
+        held = exp.node_lock or "not held"
+        lines.append(f"Node lock {keys.NODE_LOCK} on {exp.lock_node}: {held}")
+    if exp.requests:
+        lines.append("Request: " + "; ".join(f"{r.container}: {r.describe()}" for r in exp.requests))
+    if exp.fits:
+        lines.append("Where it would fit (from the nodes' register annotations and the pods placed there):")
+        for f in exp.fits:
+            if f.fits:
+                room = "; ".join(f"{c}: GPU {','.join(map(str, ids))}" for c, ids in f.gpus_with_room.items())
+                lines.append(f"  {f.node}: fits now ({room})")
+            else:
+                lines.append(f"  {f.node}: does not fit: {f.why_not}")
+        if not any(f.fits for f in exp.fits):
+            lines.append("  no node has room: lower the request, or free GPUs (see docs/troubleshooting.md)")
+    return "\n".join(lines)
 
 
 def run_node(rest: list[str], args: argparse.Namespace) -> int:
-    from vgpu.kube.client import KubeError
+    from vgpu.kube.client import KubeConfigError, KubeError
 
     try:
         client = _client(args)
@@ -262,6 +300,9 @@ def run_node(rest: list[str], args: argparse.Namespace) -> int:
             pods = client.list_pods(field_selector=f"spec.nodeName={rest[0]}").items
         finally:
             client.close()
+    except KubeConfigError as exc:
+        print(f"vgpu inspect: {exc}", file=sys.stderr)
+        return 2
     except KubeError as exc:
         print(f"vgpu inspect: {exc}", file=sys.stderr)
         return 1
@@ -269,22 +310,45 @@ def run_node(rest: list[str], args: argparse.Namespace) -> int:
 
 
 def run_pod(rest: list[str], args: argparse.Namespace) -> int:
-    from vgpu.kube.client import KubeError
+    from vgpu.kube.client import KubeConfigError, KubeError
 
     ns, sep, name = rest[0].partition("/")
     if not sep or not ns or not name:
         print("vgpu inspect: usage: vgpu inspect [--json] pod NAMESPACE/NAME", file=sys.stderr)
         return 2
+    from vgpu.kube.explain import explain_pod
+
     try:
         client = _client(args)
         try:
             pod = client.get_pod(ns, name)
+            exp = None
+            unbound = not (pod.get("spec") or {}).get("nodeName")
+            failed = (pod.get("status") or {}).get("phase") == "Failed" or (
+                (pod.get("metadata") or {}).get("annotations") or {}
+            ).get(keys.BIND_PHASE) == "failed"
+            if unbound or failed:
+                events = client.list_events(ns, field_selector=f"involvedObject.name={name}").items
+                nodes = client.list_nodes().items
+                pods = client.list_pods().items
+                exp = explain_pod(pod, events, nodes, pods)
         finally:
             client.close()
+    except KubeConfigError as exc:
+        print(f"vgpu inspect: {exc}", file=sys.stderr)
+        return 2
     except KubeError as exc:
         print(f"vgpu inspect: {exc}", file=sys.stderr)
         return 1
-    return _emit([pod_report(pod)], args.json)
+    rep = pod_report(pod)
+    if args.json:
+        doc = asdict(rep)
+        if exp is not None:
+            doc["explanation"] = asdict(exp)
+        print(json.dumps(doc, indent=2))
+        return 1 if rep.errors else 0
+    print(render_pod(rep) + ("\n" + render_explanation(exp) if exp is not None else ""))
+    return 1 if rep.errors else 0
 
 
 def run_default(rest: list[str], args: argparse.Namespace) -> int:
@@ -366,7 +430,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig",
         metavar="PATH",
         default=None,
-        help="for node/pod: kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster)",
+        help="for node/pod: kubeconfig of the cluster, as kubectl finds it "
+        "(default: $KUBECONFIG, a colon list merged; else ~/.kube/config; else in-cluster)",
+    )
+    parser.add_argument(
+        "--context",
+        metavar="NAME",
+        default=None,
+        help="for node/pod: the kubeconfig context (default: its current one)",
     )
     parser.add_argument("operands", nargs="*", metavar="FORM", help="e.g. cache PATH")
     parser.set_defaults(func=run, _inspect_parser=parser)

@@ -13,8 +13,11 @@ import os
 from collections.abc import Mapping
 
 from vgpu.cli import settings
-from vgpu.cli.settings import Setting, add_settings, defaults_from, field_default, resolve_settings
-from vgpu.monitor.daemon import EXIT_CONFIG, MonitorDaemon, MonitorOptions
+from vgpu.cli.checks import StartupError, check_config_file, check_kubeconfig, check_port_free
+from vgpu.cli.settings import Setting, add_settings, defaults_from, field_default, resolve_settings, source_of
+from vgpu.configfiles import DEVICE_CONFIG_PATH
+from vgpu.monitor.daemon import MonitorDaemon, MonitorOptions
+from vgpu.monitor.server import ListenAddressError, parse_listen
 
 log = logging.getLogger("vgpu.monitor.command")  # the name its log lines have always had
 
@@ -42,13 +45,13 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--legacy-metrics",
         action=argparse.BooleanOptionalAction,
         default=field_default(MonitorOptions, "legacy_metrics"),
-        help="export the legacy Volcano families (HostGPUMemoryUsage, vGPU_device_*, Device_*)",
+        help="export the legacy Volcano families (HostGPUMemoryUsage, vGPU_device_*, Device_*) (default on)",
     )
     p.add_argument(
         "--hami-metrics",
         action=argparse.BooleanOptionalAction,
         default=field_default(MonitorOptions, "hami_metrics"),
-        help="export the HAMi v2.10 hami_* families",
+        help="export the HAMi v2.10 hami_* families (default on)",
     )
     p.set_defaults(func=main)
 
@@ -60,11 +63,27 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> MonitorOpti
     )
 
 
+def check(opts: MonitorOptions, args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """Every setting that can be checked before the pod watch and NVML (vgpu/cli/checks.py)."""
+    where = {s.dest: source_of(args, environ, s) for s in SETTINGS}
+    if not opts.node_name:
+        raise StartupError("the node name is required (--node-name or NODE_NAME)")
+    try:
+        host, port = parse_listen(opts.listen)
+    except ListenAddressError as exc:
+        raise StartupError(str(exc).replace("--listen", where["listen"], 1)) from None
+    check_port_free(host, port, where["listen"])
+    check_kubeconfig(opts.kubeconfig, where["kubeconfig"], required=True)
+    check_config_file(opts.device_config, where["device_config"], DEVICE_CONFIG_PATH)
+
+
 def main(args: argparse.Namespace) -> int:
     opts = resolve(args, os.environ)
-    if not opts.node_name:
-        log.error("vgpu monitor: the node name is required (--node-name or NODE_NAME)")
-        return EXIT_CONFIG
+    try:
+        check(opts, args, os.environ)
+    except StartupError as exc:
+        log.error("vgpu monitor: %s", exc)
+        return exc.status
     daemon = MonitorDaemon(opts)
     daemon.install_signal_handlers()
     return daemon.run()

@@ -13,8 +13,11 @@ import os
 from collections.abc import Mapping
 
 from vgpu.cli import settings
-from vgpu.cli.settings import Setting, add_settings, defaults_from, resolve_settings
-from vgpu.plugin.daemon import EXIT_CONFIG, PluginDaemon, PluginOptions
+from vgpu.cli.checks import StartupError, check_choice, check_config_file, check_kubeconfig
+from vgpu.cli.settings import Setting, add_settings, defaults_from, resolve_settings, source_of
+from vgpu.configfiles import DEVICE_CONFIG_PATH, NODE_CONFIG_PATH
+from vgpu.kube.registrar import HandshakeMode
+from vgpu.plugin.daemon import PluginDaemon, PluginOptions
 
 log = logging.getLogger("vgpu.plugin.command")  # the name its log lines have always had
 
@@ -48,11 +51,24 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> PluginOptio
     return PluginOptions(**resolve_settings(args, environ, SETTINGS))
 
 
+def check(opts: PluginOptions, args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """Every setting that can be checked without NVML or the API server (vgpu/cli/checks.py)."""
+    where = {s.dest: source_of(args, environ, s) for s in SETTINGS}
+    if not opts.node_name:
+        raise StartupError("the node name is required (--node-name or NODE_NAME)")
+    check_choice(opts.handshake, where["handshake"], tuple(m.value for m in HandshakeMode))
+    check_kubeconfig(opts.kubeconfig, where["kubeconfig"], required=False)
+    check_config_file(opts.device_config, where["device_config"], DEVICE_CONFIG_PATH)
+    check_config_file(opts.node_config, where["node_config"], NODE_CONFIG_PATH)
+
+
 def main(args: argparse.Namespace) -> int:
     opts = resolve(args, os.environ)
-    if not opts.node_name:
-        log.error("vgpu plugin: the node name is required (--node-name or NODE_NAME)")
-        return EXIT_CONFIG
+    try:
+        check(opts, args, os.environ)
+    except StartupError as exc:
+        log.error("vgpu plugin: %s", exc)
+        return exc.status
     daemon = PluginDaemon(opts)
     daemon.install_signal_handlers()
     return daemon.run()

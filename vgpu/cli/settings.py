@@ -26,20 +26,58 @@ class Setting:
     env: str
     help: str
     default: str | None = None  # filled in from the options dataclass by `defaults_from`
+    unset: str | None = None  # what no value means, shown as the default when ``default`` is None
 
     @property
     def flag(self) -> str:
         return "--" + self.dest.replace("_", "-")
 
+    @property
+    def metavar(self) -> str:
+        """The value's shape in ``--help`` (never the env variable's name, which the help names)."""
+        return METAVARS.get(self.dest, "VALUE")
+
     def with_help(self, text: str) -> Setting:
         return replace(self, help=text)
 
 
-NODE_NAME = Setting("node_name", "NODE_NAME", "this node's name (required; from the downward API)")
+METAVARS: dict[str, str] = {
+    "node_name": "NAME",
+    "kubelet_socket": "PATH",
+    "device_config": "PATH",
+    "node_config": "PATH",
+    "nvml_library": "PATH",
+    "kubeconfig": "PATH",
+    "hook_path": "DIR",
+    "handshake": "auto|on|off",
+    "listen": "HOST:PORT",
+    "metrics_listen": "HOST:PORT",
+    "device_list_strategy": "LIST",
+    "cdi_annotation_prefix": "PREFIX",
+    "cdi_device_name_strategy": "uuid|index",
+    "cdi_kind": "KIND",
+    "cdi_spec_dirs": "DIRS",
+    "fail_on_init_error": "true|false",
+    "unhealthy_gpu_policy": "withdraw|report",
+}
+"""Each setting's ``--help`` metavar, by ``dest`` (a setting not named here shows ``VALUE``)."""
+
+NODE_NAME = Setting("node_name", "NODE_NAME", "this node's name (required; from the downward API)", unset="required")
 HOOK_PATH = Setting("hook_path", "HOOK_PATH", "HAMi-core files and the containers/ cache root")
-KUBECONFIG = Setting("kubeconfig", "KUBECONFIG", "kubeconfig for the API server (default: in-cluster service account)")
-NVML_LIBRARY = Setting("nvml_library", "VGPU_NVML_LIBRARY", "libnvidia-ml.so.1 to load (default: the system's)")
-DEVICE_CONFIG = Setting("device_config", "DEVICE_CONFIG", "device-config.yaml (missing: built-in defaults)")
+KUBECONFIG = Setting(
+    "kubeconfig",
+    "KUBECONFIG",
+    "kubeconfig for the API server; a:b lists are merged as kubectl does",
+    unset="the in-cluster service account",
+)
+NVML_LIBRARY = Setting(
+    "nvml_library", "VGPU_NVML_LIBRARY", "libnvidia-ml.so.1 to load", unset="the system's, by the loader's search path"
+)
+DEVICE_CONFIG = Setting(
+    "device_config",
+    "DEVICE_CONFIG",
+    "device-config.yaml; a missing file means built-in defaults (a missing directory is an error)",
+)
 
 
 def field_default(options: type, name: str) -> Any:
@@ -60,8 +98,19 @@ def defaults_from(options: type, settings: Iterable[Setting]) -> tuple[Setting, 
 def add_settings(parser: argparse.ArgumentParser, settings: Iterable[Setting]) -> None:
     """One ``--flag`` per setting; its help names the env var and the default."""
     for s in settings:
-        shown = f"default {s.default}" if s.default else "no default"
-        parser.add_argument(s.flag, dest=s.dest, default=None, metavar=s.env, help=f"{s.help} [env {s.env}; {shown}]")
+        shown = f"default {s.default or s.unset}" if (s.default or s.unset) else "no default"
+        parser.add_argument(
+            s.flag, dest=s.dest, default=None, metavar=s.metavar, help=f"{s.help} [env {s.env}; {shown}]"
+        )
+
+
+def source_of(args: argparse.Namespace, environ: Mapping[str, str], setting: Setting) -> str:
+    """Where a resolved value came from, for error messages: ``--flag``, ``env NAME`` or ``default``."""
+    if getattr(args, setting.dest, None):
+        return setting.flag
+    if environ.get(setting.env):
+        return f"{setting.flag} (env {setting.env})"
+    return f"{setting.flag} (default)"
 
 
 def resolve_settings(

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -97,24 +98,82 @@ def _api_error(what: str, exc: ApiException) -> KubeApiError:
     return KubeApiError(what, int(exc.status or 0), str(exc.reason or ""), message)
 
 
-def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error as one line: what is wrong and where (the library's text spans several lines)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"not valid YAML: {problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return "not valid YAML: " + " ".join(str(exc).split())
+
+
+def _load_kubeconfig(path: str, cfg: k8s.Configuration, context: str | None, source: str) -> None:
+    where = path if source == path else f"{path} (from {source})"
+    if not any(os.path.exists(os.path.expanduser(p)) for p in path.split(os.pathsep) if p):
+        raise KubeConfigError(f"cannot load kubeconfig {where}: no such file")
+    try:
+        k8s_config.load_kube_config(
+            config_file=path, context=context or None, client_configuration=cfg, persist_config=False
+        )
+    except yaml.YAMLError as exc:
+        raise KubeConfigError(f"cannot load kubeconfig {where}: {_yaml_problem(exc)}") from None
+    except (ConfigException, OSError, TypeError, ValueError, AttributeError, KeyError) as exc:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise KubeConfigError(f"cannot load kubeconfig {where}: {text}") from None
+
+
+def load_configuration(kubeconfig: str | None, *, context: str | None = None) -> k8s.Configuration:
     """``--kubeconfig``/``KUBECONFIG`` when given, else the in-cluster service account (docs/decisions.md decision 1).
 
     A ``KUBECONFIG``-style list of files (``a:b``) is merged like kubectl does.
-    Raises :class:`KubeConfigError` naming what was tried.
+    Raises :class:`KubeConfigError` naming what was tried; a malformed file is one line naming
+    the file, the line and the column, never a traceback.
     """
     cfg = k8s.Configuration()
     if kubeconfig:
-        try:
-            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
-        except (ConfigException, OSError, TypeError, ValueError) as exc:
-            raise KubeConfigError(f"cannot load kubeconfig {kubeconfig}: {exc}") from None
+        _load_kubeconfig(kubeconfig, cfg, context, kubeconfig)
         return cfg
     try:
         k8s_config.load_incluster_config(client_configuration=cfg)
     except ConfigException as exc:
         raise KubeConfigError(
             f"no kubeconfig given (--kubeconfig / KUBECONFIG) and no in-cluster service account: {exc}"
+        ) from None
+    return cfg
+
+
+def find_user_kubeconfig(flag: str | None, environ: Mapping[str, str]) -> tuple[str | None, str]:
+    """The kubeconfig a person's tool uses, found as kubectl finds it: (path or None, where from).
+
+    ``--kubeconfig``, else ``KUBECONFIG`` (a list, merged), else ``~/.kube/config`` when it
+    exists, else (None, "in-cluster").  The daemons do not use this: they never read a home
+    directory (docs/decisions.md decision 1).
+    """
+    if flag:
+        return flag, "--kubeconfig"
+    if environ.get("KUBECONFIG"):
+        return environ["KUBECONFIG"], "KUBECONFIG"
+    home = environ.get("HOME") or os.path.expanduser("~")
+    default = os.path.join(home, ".kube", "config")
+    if os.path.exists(default):
+        return default, "~/.kube/config"
+    return None, "in-cluster"
+
+
+def load_user_configuration(
+    flag: str | None, environ: Mapping[str, str], *, context: str | None = None
+) -> k8s.Configuration:
+    """:func:`find_user_kubeconfig`, then load it (``context``: kubectl's ``--context``)."""
+    path, source = find_user_kubeconfig(flag, environ)
+    cfg = k8s.Configuration()
+    if path is not None:
+        _load_kubeconfig(path, cfg, context, source)
+        return cfg
+    try:
+        k8s_config.load_incluster_config(client_configuration=cfg)
+    except ConfigException:
+        raise KubeConfigError(
+            "no cluster found: no --kubeconfig, no KUBECONFIG, no ~/.kube/config and not running in a pod"
         ) from None
     return cfg
 
@@ -324,6 +383,13 @@ class KubeClient:
         )
 
     # ---------------------------------------------------------------- events
+
+    def list_events(self, namespace: str, *, field_selector: str | None = None) -> ListResult:
+        """core/v1 Events of ``namespace`` (e.g. ``involvedObject.name=p,involvedObject.kind=Pod``)."""
+        kw: dict[str, Any] = {"field_selector": field_selector} if field_selector else {}
+        return self._list_result(
+            self._call(f"list events in {namespace}", self.core.list_namespaced_event, namespace, **kw)
+        )
 
     def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._call(f"create event in {namespace}", self.core.create_namespaced_event, namespace, body)

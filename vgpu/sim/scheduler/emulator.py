@@ -42,6 +42,7 @@ from vgpu.protocol import (
 )
 from vgpu.sim.scheduler.core import AllocationError, AllocationPlan, NodeDecision, SchedulerCore
 from vgpu.sim.scheduler.model import PodView, SchedulerConfig
+from vgpu.sim.scheduler.reporting import UnschedulableReporter
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,8 @@ class VolcanoSchedulerEmulator:
         self._node_annotations: dict[str, dict[str, str]] = {}
         self._schedulable: dict[str, bool] = {}
         self._our_handshake: dict[str, str] = {}
+        self.reporter = UnschedulableReporter(api, clock)
+        """FailedScheduling Events and PodScheduled=False conditions (reporting.py)."""
 
     # ---- public ---------------------------------------------------------------------------
 
@@ -190,15 +193,21 @@ class VolcanoSchedulerEmulator:
         """One scheduling cycle: sync nodes and pods, then try every pending pod in order."""
         with self._lock:
             self.sync_nodes()
-            pods = [PodView.from_k8s(p) for p in self.api.list_pod_for_all_namespaces().items]
+            listed = self.api.list_pod_for_all_namespaces().items
+            pods = [PodView.from_k8s(p) for p in listed]
             self.core.sync_pods(pods)
             candidates = [n for n, ok in self._schedulable.items() if ok]
             pending = sorted((p for p in pods if self._is_pending(p)), key=lambda p: (p.created, p.key))
+            by_uid = {p.metadata.uid: p for p in listed if p.metadata is not None} if pending else {}
             results = []
             for pod in pending:
                 outcome = self._schedule(pod, candidates)
                 self.outcomes[pod.key] = outcome
                 results.append(outcome)
+                if not outcome.scheduled:
+                    self.reporter.report(
+                        by_uid[pod.uid], outcome.reason, outcome.node_reasons, len(candidates), bool(outcome.scores)
+                    )
             return results
 
     def run(self, stop: threading.Event, interval: float = 0.1, watch_nodes: bool = True) -> None:
