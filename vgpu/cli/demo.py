@@ -79,6 +79,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--examples", default=None, metavar="DIR", help="sample pod YAMLs (default deploy/examples)")
     p.add_argument(
+        "--keep-logs",
+        action="store_true",
+        help="keep the plugin's and the monitor's logs after the run and print where "
+        "(default: removed with the temp dir)",
+    )
+    p.add_argument(
         "--color",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -106,6 +112,7 @@ def main(args: argparse.Namespace) -> int:
             json_output=args.json,
             examples_dir=args.examples,
             color=args.color,
+            keep_logs=args.keep_logs,
         )
     except DemoConfigError as exc:
         print(f"vgpu demo: {exc}", file=sys.stderr)

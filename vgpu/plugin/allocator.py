@@ -37,6 +37,7 @@ from vgpu.kube import events as ev
 from vgpu.kube.client import KubeClient, KubeError
 from vgpu.kube.pod_views import PodSource, PodViews
 from vgpu.kube.retry import RetryQueue
+from vgpu.logfmt import context
 from vgpu.plugin import matching
 from vgpu.plugin.api import pb
 from vgpu.plugin.devices import ResourceKind
@@ -249,12 +250,13 @@ class VolcanoAllocator:
             view.key,
             target.name,
             ", ".join(f"{d.device_id} {d.usedmem}/{d.usedcores}%" for d in devices),
+            extra=context(pod=view.key, container=target.name),
         )
         if done:
             self.journal.of(view).tombstoned = True
             self.stats.completed += 1
             self.writes.release_lock()
-            log.info("pod %s: every container served; bind-phase=success", view.key)
+            log.info("pod %s: every container served; bind-phase=success", view.key, extra=context(pod=view.key))
         if zero:
             self.writes.pod_event(
                 view,
@@ -292,7 +294,7 @@ class VolcanoAllocator:
         self.journal.of(view).tombstoned = True
         if self._active == view.uid:
             self._active = None
-        log.warning("pod %s: allocation failed: %s", view.key, message)
+        log.warning("pod %s: allocation failed: %s", view.key, message, extra=context(pod=view.key))
         self.writes.failed(view, message)
 
     # ================================================================ pod views

@@ -43,9 +43,24 @@ def test_scripted_run_reaches_every_milestone_and_leaves_nothing(demo):
     }
 
     pods = {p["pod"].split("/")[1]: p for p in rep["pods"]}
-    assert set(pods) == {"fractional-gpu", "multi-container", "two-gpus", "mig-slice", "oversized"}
+    assert set(pods) == {
+        "fractional-gpu",
+        "multi-container",
+        "two-gpus",
+        "mig-slice",
+        "oversized",
+        "vgpu-job-worker-0",
+        "vgpu-job-worker-1",
+        "memory-only",
+        "memory-percentage",
+        "check-limit",
+        "refused-init-gpu",
+    }
+    assert pods["memory-percentage"]["state"] == "Skipped"  # needs the scheduler ConfigMap; a test applies it
+    refused = pods["refused-init-gpu"]
+    assert (refused["expect"], refused["state"]) == ("refused", "Failed") and "init containers" in refused["reason"]
     for p in pods.values():
-        if p["expect"] == "success":
+        if p["expect"] == "success" and p["state"] != "Skipped":
             assert (p["state"], p["bind_phase"]) == ("Running", "success"), p
             assert p["final_annotations"]["volcano.sh/devices-to-allocate"].strip(";") == ""
             assert p["final_annotations"]["volcano.sh/vgpu-time"] == "18446744073709551615"

@@ -52,6 +52,18 @@ _MAX_SOCKET_DIR = 60  # unix socket paths are limited to 107 bytes
 LIBVGPU_PLACEHOLDER = b"\x7fELF placeholder libvgpu.so written by vgpu demo (no CUDA here)\n"
 
 
+def keep_logs(workdir: pathlib.Path) -> list[pathlib.Path]:
+    """Copy every ``*.log`` under ``workdir`` into a new ``vgpu-demo-logs-*`` directory beside it."""
+    kept_dir = pathlib.Path(tempfile.mkdtemp(prefix="vgpu-demo-logs-", dir=workdir.parent))
+    kept = []
+    for log_file in sorted(workdir.rglob("*.log")):
+        target = kept_dir / log_file.relative_to(workdir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(log_file, target)
+        kept.append(target)
+    return kept
+
+
 def make_workdir() -> pathlib.Path:
     """The demo's temp dir; under /tmp when $TMPDIR is too long for the socket paths."""
     base = tempfile.gettempdir()
@@ -142,6 +154,7 @@ class DemoCluster:
     def __init__(self, options: DemoOptions, *, seed: int = 0) -> None:
         self.options = options
         self.workdir = make_workdir()
+        self.kept_logs: list[pathlib.Path] = []  # with --keep-logs, after close()
         self.api = ApiServer(bookmark_interval=1.0)
         self.nodes: list[DemoNode] = []
         self.scheduler: VolcanoSchedulerEmulator | None = None
@@ -361,5 +374,7 @@ class DemoCluster:
         if self._api_client is not None:
             self._api_client.close()
         self.api.stop()
+        if self.options.keep_logs and not self.kept_logs:
+            self.kept_logs = keep_logs(self.workdir)
         shutil.rmtree(self.workdir, ignore_errors=True)
         return problems

@@ -39,12 +39,15 @@ from typing import Any
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 from vgpu.plugin.api import HEALTHY
 from vgpu.protocol import ProtocolError, decode_pod_devices, decode_register, keys
+from vgpu.protocol.pod import vgpu_time_sort_key
 from vgpu.sim.demo.children import ComponentFailed
 from vgpu.sim.demo.cluster import RESOURCES, DemoCluster, DemoNode
+from vgpu.sim.demo.legend import legend_lines, usage_lines, wrap_line
 from vgpu.sim.demo.metrics import host_samples, per_pod, pod_samples, scrape
 from vgpu.sim.demo.options import DemoOptions
 from vgpu.sim.demo.pods import (
     ADMITTED,
+    EXPECT_REFUSED,
     EXPECT_UNSCHEDULABLE,
     FAILED,
     PENDING,
@@ -104,6 +107,7 @@ class Demo:
         self._flow_done_at: float | None = None
         self._first_unschedulable: dict[str, float] = {}
         self._mig_metrics_shown: set[str] = set()
+        self._deferred: list[PodRecord] = []
 
     # ------------------------------------------------------------------ output helpers
 
@@ -153,6 +157,11 @@ class Demo:
         code = exit_code(self.state, results)
         self.out.lines(summary_lines(self.state, results, self.out))
         self.out.lines(["", f"  temp dir {self.state.workdir} removed; exit status {code}"])
+        if cluster.kept_logs:
+            where = os.path.commonpath([str(p.parent) for p in cluster.kept_logs])
+            self.out.lines([f"  daemons' logs kept in {where}:"] + [f"    {p}" for p in cluster.kept_logs])
+        elif not o.keep_logs:
+            self.out.lines(["  (run with --keep-logs to keep the plugin's and the monitor's logs)"])
         if o.json:
             sys.stdout.write(json.dumps(report(self.state, results, code), indent=1, default=str) + "\n")
             sys.stdout.flush()
@@ -181,18 +190,21 @@ class Demo:
             for g in n.gpus:
                 models[g.name] = models.get(g.name, 0) + 1
             lines.append(f"  {n.name:<12} {n.mode:<10} " + ", ".join(f"{c} × {m}" for m, c in models.items()))
-        lines.append(f"  sample pods: {', '.join(e.path.name for e in examples)}")
+        files = list(dict.fromkeys(e.path.name for e in examples))
+        lines += wrap_line(f"  sample pods: {', '.join(files)}", self.out.width)
         for note in o.notes:
             lines.append(p(f"  note: {note}", "yellow"))
+        lines += legend_lines(self.out.width)
         self.out.lines(lines)
 
     # ------------------------------------------------------------------ 1–2: startup and registration
 
     def _startup(self, cluster: DemoCluster) -> None:
-        self.out.heading("1. Start: API server, fake NVML, fake kubelet, vgpu plugin + vgpu monitor per node")
+        self.out.heading("1. Start: API server, fake NVML and kubelet, vgpu plugin + monitor per node")
         cluster.start()
         self.state.api_url = cluster.api.url
         self.event("api", f"simulated API server at {cluster.api.url} (kubeconfig {cluster.kubeconfig})")
+        self.out.lines(usage_lines(str(cluster.kubeconfig), self.out.width))
         for node in cluster.nodes:
             self.event(
                 "node",
@@ -271,16 +283,38 @@ class Demo:
             rec = PodRecord(ex)
             self.state.pods.append(rec)
             modes = {n.mode for n in self.options.nodes}
+            if ex.skip:
+                rec.state, rec.skipped = SKIPPED, ex.skip
+                self.event("submit", f"{ex.key} skipped: {rec.skipped}")
+                continue
             if ex.wants_mode is not None and ex.wants_mode not in modes:
                 rec.state = SKIPPED
                 rec.skipped = f"asks for vgpu-mode {ex.wants_mode}; no node has that mode in this run"
                 self.event("submit", f"{ex.key} skipped: {rec.skipped}")
                 continue
-            pod = cluster.api.store.create("pods", ex.manifest, ex.namespace)
-            rec.uid = pod["metadata"]["uid"]
-            rec.times["submitted"] = round(self.now(), 3)
-            note = " (expected to stay Unschedulable)" if ex.expect == EXPECT_UNSCHEDULABLE else ""
-            self.event("submit", f"{ex.key} from {ex.path.name}{note}")
+            if ex.expect == EXPECT_REFUSED:
+                self._deferred.append(rec)  # submitted once the others have settled (see _submit_deferred)
+                continue
+            self._create(cluster, rec)
+
+    def _create(self, cluster: DemoCluster, rec: PodRecord) -> None:
+        ex = rec.example
+        pod = cluster.api.store.create("pods", ex.manifest, ex.namespace)
+        rec.uid = pod["metadata"]["uid"]
+        rec.times["submitted"] = round(self.now(), 3)
+        note = {
+            EXPECT_UNSCHEDULABLE: " (expected to stay Unschedulable)",
+            EXPECT_REFUSED: " (expected to be refused by the plugin at Allocate)",
+        }.get(ex.expect, "")
+        self.event("submit", f"{ex.key} from {ex.path.name}{note}")
+
+    def _submit_deferred(self, cluster: DemoCluster) -> None:
+        """A pod the plugin is meant to refuse goes in alone, after the others have settled, so
+        that its refusal is the only thing happening on its node."""
+        if self._deferred and all(p.settled for p in self.state.pods if p not in self._deferred):
+            for rec in self._deferred:
+                self._create(cluster, rec)
+            self._deferred.clear()
 
     # ------------------------------------------------------------------ the loop
 
@@ -288,6 +322,7 @@ class Demo:
         announced = False
         while not self.stop_requested:
             cluster.check_children()
+            self._submit_deferred(cluster)
             self._progress_pods(cluster)
             if self._due("step", STEP_S):
                 self._step_workloads()
@@ -304,6 +339,7 @@ class Demo:
             done = self._flow_done()
             if done and self._flow_done_at is None:
                 self._flow_done_at = self.now()
+                self._explain_failures(cluster)
                 if self.options.duration is not None:
                     self.event("note", "scripted flow complete")
                 else:
@@ -319,6 +355,27 @@ class Demo:
             time.sleep(TICK_S)
         if self.stop_requested:
             self.state.interrupted = True
+
+    def _explain_failures(self, cluster: DemoCluster) -> None:
+        """What `vgpu inspect pod` says about each pod that did not run (as it would from a terminal)."""
+        from vgpu.cli.inspect import render_explanation
+        from vgpu.kube.explain import explain_pod
+        from vgpu.kube.reports import pod_report
+
+        store = cluster.api.store
+        nodes, pods = store.list("nodes"), store.list("pods")
+        for rec in self.state.pods:
+            if rec.state not in (UNSCHEDULABLE, FAILED):
+                continue
+            pod = store.try_get("pods", rec.example.namespace, rec.example.name)
+            if pod is None:
+                continue
+            events = store.list("events", rec.example.namespace, f"involvedObject.name={rec.example.name}")
+            rep = pod_report(pod)
+            lines = [f"WARNING: {w}" for w in rep.warnings] + [f"ERROR: {e}" for e in rep.errors]
+            lines += render_explanation(explain_pod(pod, events, nodes, pods)).splitlines()
+            wrapped = [w for ln in lines for w in wrap_line(ln, self.out.width - 19)]
+            self.event("inspect", f"vgpu inspect pod {rec.key} (its explanation part)", wrapped)
 
     def _flow_done(self) -> bool:
         s = self.state
@@ -337,19 +394,37 @@ class Demo:
     # ------------------------------------------------------------------ 3–5: pods
 
     def _progress_pods(self, cluster: DemoCluster) -> None:
+        """Schedule → admit → bound.  Per node, one pod is admitted at a time, in the order the
+        plugin matches pending pods (docs/protocol.md §5.2: ``vgpu-time``, creation, name), as a
+        kubelet that admits pods as their bindings arrive sees them; admitting two pods at once
+        would let the plugin hand one pod's devices to the other, exactly as on a real node."""
+        store = cluster.api.store
+        live: dict[str, dict[str, Any]] = {}
         for rec in self.state.pods:
             if rec.settled:
                 continue
-            pod = cluster.api.store.try_get("pods", rec.example.namespace, rec.example.name)
+            pod = store.try_get("pods", rec.example.namespace, rec.example.name)
             if pod is None:
                 continue
+            live[rec.key] = pod
             if rec.state == PENDING:
                 self._check_scheduled(cluster, rec, pod)
-            if rec.state == SCHEDULED:
-                self._admit(cluster, rec, pod)
+        busy = {rec.node for rec in self.state.pods if rec.state == ADMITTED}
+
+        def order(rec: PodRecord) -> tuple[int, str, str]:
+            meta = live[rec.key].get("metadata") or {}
+            ann = meta.get("annotations") or {}
+            return (vgpu_time_sort_key(ann.get(keys.VGPU_TIME)), str(meta.get("creationTimestamp", "")), rec.key)
+
+        for rec in sorted((r for r in self.state.pods if r.state == SCHEDULED and r.key in live), key=order):
+            if rec.node in busy:
+                continue
+            self._admit(cluster, rec, live[rec.key])
             if rec.state == ADMITTED:
-                pod = cluster.api.store.get("pods", rec.example.namespace, rec.example.name)
-                self._check_bound(cluster, rec, pod)
+                busy.add(rec.node)
+        for rec in self.state.pods:
+            if rec.state == ADMITTED:
+                self._check_bound(cluster, rec, store.get("pods", rec.example.namespace, rec.example.name))
 
     def _check_scheduled(self, cluster: DemoCluster, rec: PodRecord, pod: dict[str, Any]) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -374,14 +449,15 @@ class Demo:
             return
         first = self._first_unschedulable.setdefault(rec.key, self.clock())
         if rec.example.expect == EXPECT_UNSCHEDULABLE or self.clock() - first >= UNSCHEDULABLE_AFTER_S:
-            rec.state, rec.reason = UNSCHEDULABLE, outcome.reason
+            written = cluster.scheduler.reporter.message_for(rec.uid) if cluster.scheduler else None
+            rec.state, rec.reason = UNSCHEDULABLE, written or outcome.reason
             rec.times["unschedulable"] = round(self.now(), 3)
             expected = "as expected" if rec.example.expect == EXPECT_UNSCHEDULABLE else "NOT expected"
             self.event(
                 "schedule",
                 f"{rec.key} stays Pending: Unschedulable ({expected})",
-                [outcome.reason]
-                + [f"{n}: {r}" for n, r in sorted(outcome.node_reasons.items()) if r not in outcome.reason],
+                [f"Event FailedScheduling, condition PodScheduled=False: {rec.reason}"]
+                + [f"{n}: {r}" for n, r in sorted(outcome.node_reasons.items())],
             )
 
     def _admit(self, cluster: DemoCluster, rec: PodRecord, pod: dict[str, Any]) -> None:
@@ -403,7 +479,20 @@ class Demo:
             self.event("allocate", f"{rec.key} container {c.name} on {rec.node}", details)
         if result.error:
             rec.state, rec.reason = FAILED, result.error
-            self.event("error", f"{rec.key}: the kubelet rejected the pod: {result.error}")
+            expected = rec.example.expect == EXPECT_REFUSED
+            self.event(
+                "pod" if expected else "error",
+                f"{rec.key}: the kubelet rejected the pod: {result.error}" + (" (as expected)" if expected else ""),
+            )
+            # What the kubelet writes for a pod it cannot admit: phase Failed, the reason and message.
+            reason, _, message = result.error.partition(": ")
+            cluster.api.store.patch(
+                "pods",
+                rec.example.namespace,
+                rec.example.name,
+                {"status": {"phase": "Failed", "reason": reason or "UnexpectedAdmissionError", "message": message}},
+                subresource="status",
+            )
             return
         rec.state = ADMITTED
 

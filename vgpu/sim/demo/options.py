@@ -117,6 +117,7 @@ class DemoOptions:
     examples_dir: pathlib.Path | None = None
     color: bool | None = None  # None: only on a TTY (and not with NO_COLOR)
     notes: tuple[str, ...] = field(default=())
+    keep_logs: bool = False  # keep the daemons' logs after the run (and say where)
 
     @property
     def scheduler_policy(self) -> str:
@@ -267,6 +268,7 @@ def build_options(
     json_output: bool = False,
     examples_dir: str | None = None,
     color: bool | None = None,
+    keep_logs: bool = False,
 ) -> DemoOptions:
     """Validate the command line into :class:`DemoOptions` (raises :class:`DemoConfigError`)."""
     try:
@@ -306,4 +308,5 @@ def build_options(
         examples_dir=pathlib.Path(examples_dir) if examples_dir else None,
         color=color,
         notes=tuple(notes),
+        keep_logs=keep_logs,
     )

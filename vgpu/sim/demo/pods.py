@@ -1,9 +1,12 @@
 """The sample pods of `vgpu demo`: the YAML in ``deploy/examples/`` that a user would apply.
 
-Each ``*.yaml`` file holds one Pod.  A line ``# vgpu-demo: expect Unschedulable`` in a file
-marks a pod that is meant NOT to be scheduled (the oversized example); every other pod is
-expected to reach ``volcano.sh/bind-phase: success``.  A pod whose ``volcano.sh/vgpu-mode`` names a
-mode that no simulated node has (e.g. ``mig`` with ``--mode hami-core``) is left out, saying why.
+Each ``*.yaml`` file holds one Pod, or one Volcano Job (``batch.volcano.sh/v1alpha1``), which
+becomes the Pods Volcano's job controller would create (:func:`job_pods`).  A line
+``# vgpu-demo: expect Unschedulable`` in a file marks a pod that is meant NOT to be scheduled
+(the oversized example), ``# vgpu-demo: expect Refused`` one the plugin is meant to refuse at
+Allocate; every other pod is expected to reach ``volcano.sh/bind-phase: success``.  A pod whose
+``volcano.sh/vgpu-mode`` names a mode that no simulated node has (e.g. ``mig`` with
+``--mode hami-core``) is left out, saying why.
 
 :class:`PodRecord` is the demo's view of one pod through its life: submitted → scheduled (the
 scheduler's annotations) → admitted by the kubelet (Allocate env/mounts per container) →
@@ -27,7 +30,11 @@ from vgpu.sim.nvml.fakenvml import REPO_ROOT
 DEFAULT_EXAMPLES = REPO_ROOT / "deploy" / "examples"
 EXPECT_SUCCESS = "success"
 EXPECT_UNSCHEDULABLE = "unschedulable"
+EXPECT_REFUSED = "refused"
+EXPECTS = (EXPECT_SUCCESS, EXPECT_UNSCHEDULABLE, EXPECT_REFUSED)
+JOB_API = "batch.volcano.sh/v1alpha1"
 _EXPECT_RE = re.compile(r"^#\s*vgpu-demo:\s*expect\s+(\w+)\s*$", re.MULTILINE | re.IGNORECASE)
+_SKIP_RE = re.compile(r"^#\s*vgpu-demo:\s*skip\s+(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
 
 # PodRecord.state values, in order of progress.
 PENDING, SCHEDULED, ADMITTED, RUNNING = "Pending", "Scheduled", "Admitted", "Running"
@@ -39,6 +46,7 @@ class Example:
     path: pathlib.Path
     manifest: dict[str, Any]
     expect: str
+    skip: str = ""  # why the demo does not submit it (``# vgpu-demo: skip <why>``); a test applies it
 
     @property
     def name(self) -> str:
@@ -62,25 +70,68 @@ class Example:
         return self.wants_mode == keys.MODE_MIG
 
 
-def load_example(path: pathlib.Path) -> Example:
+def job_pods(job: dict[str, Any], path: pathlib.Path) -> list[dict[str, Any]]:
+    """The Pods of a Volcano Job, named and labelled as Volcano's job controller names them:
+    ``<job>-<task>-<index>``, in the Job's PodGroup (``scheduling.k8s.io/group-name: <job>``)."""
+    meta = job.get("metadata") or {}
+    name = meta.get("name")
+    spec = job.get("spec") or {}
+    tasks = spec.get("tasks")
+    if not name or not isinstance(tasks, list) or not tasks:
+        raise DemoConfigError(f"{path}: a Volcano Job needs metadata.name and spec.tasks")
+    pods = []
+    for task in tasks:
+        tname = (task or {}).get("name")
+        template = (task or {}).get("template") or {}
+        if not tname or not isinstance(template.get("spec"), dict):
+            raise DemoConfigError(f"{path}: every task needs a name and template.spec")
+        for i in range(int(task.get("replicas", 1))):
+            tmeta = template.get("metadata") or {}
+            ann = dict(tmeta.get("annotations") or {})
+            ann.update(
+                {"scheduling.k8s.io/group-name": name, "volcano.sh/job-name": name, "volcano.sh/task-spec": tname}
+            )
+            labels = dict(tmeta.get("labels") or {})
+            labels.update({"volcano.sh/job-name": name, "volcano.sh/task-spec": tname})
+            pod_spec = dict(template["spec"])
+            pod_spec.setdefault("schedulerName", spec.get("schedulerName") or "volcano")
+            pod_meta: dict[str, Any] = {"name": f"{name}-{tname}-{i}", "annotations": ann, "labels": labels}
+            if meta.get("namespace"):
+                pod_meta["namespace"] = meta["namespace"]
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec})
+    return pods
+
+
+def load_example(path: pathlib.Path) -> list[Example]:
+    """The Pod(s) of one example file."""
     text = path.read_text()
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        raise DemoConfigError(f"{path}: not valid YAML: {exc}") from None
-    if len(docs) != 1 or not isinstance(docs[0], dict) or docs[0].get("kind") != "Pod":
-        raise DemoConfigError(f"{path}: must hold exactly one Pod")
+        raise DemoConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise DemoConfigError(f"{path}: must hold exactly one Pod or one Volcano Job")
     doc = docs[0]
-    if not isinstance(doc.get("metadata"), dict) or not doc["metadata"].get("name"):
-        raise DemoConfigError(f"{path}: metadata.name is required")
-    m = _EXPECT_RE.search(text)
+    if doc.get("kind") == "Job" and doc.get("apiVersion") == JOB_API:
+        manifests = job_pods(doc, path)
+    elif doc.get("kind") == "Pod":
+        manifests = [doc]
+    else:
+        raise DemoConfigError(f"{path}: must hold exactly one Pod or one Volcano Job ({JOB_API})")
+    for m in manifests:
+        if not isinstance(m.get("metadata"), dict) or not m["metadata"].get("name"):
+            raise DemoConfigError(f"{path}: metadata.name is required")
+    found = _EXPECT_RE.search(text)
     expect = EXPECT_SUCCESS
-    if m:
-        word = m.group(1).lower()
-        if word not in (EXPECT_SUCCESS, EXPECT_UNSCHEDULABLE):
-            raise DemoConfigError(f"{path}: '# vgpu-demo: expect {m.group(1)}' must be Success or Unschedulable")
+    if found:
+        word = found.group(1).lower()
+        if word not in EXPECTS:
+            raise DemoConfigError(
+                f"{path}: '# vgpu-demo: expect {found.group(1)}' must be Success, Unschedulable or Refused"
+            )
         expect = word
-    return Example(path, doc, expect)
+    skip = _SKIP_RE.search(text)
+    return [Example(path, m, expect, skip.group(1) if skip else "") for m in manifests]
 
 
 def load_examples(directory: pathlib.Path | None) -> list[Example]:
@@ -90,7 +141,7 @@ def load_examples(directory: pathlib.Path | None) -> list[Example]:
     files = sorted(d.glob("*.yaml"))
     if not files:
         raise DemoConfigError(f"examples directory {d} has no *.yaml files")
-    examples = [load_example(p) for p in files]
+    examples = [e for p in files for e in load_example(p)]
     keys_seen = [e.key for e in examples]
     dup = next((k for k in keys_seen if keys_seen.count(k) > 1), None)
     if dup:
@@ -136,6 +187,8 @@ class PodRecord:
             return True
         if self.example.expect == EXPECT_UNSCHEDULABLE:
             return self.state == UNSCHEDULABLE
+        if self.example.expect == EXPECT_REFUSED:
+            return self.state == FAILED
         return self.state == RUNNING and self.bind_phase == keys.BIND_PHASE_SUCCESS
 
     def summary(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 import threading
 import time
 import unicodedata
@@ -45,6 +46,7 @@ KIND_COLOR = {
     "error": "red",
     "warn": "yellow",
     "note": "dim",
+    "inspect": "magenta",
 }
 
 
@@ -71,6 +73,91 @@ def table(
     for row in rows:
         lines.append(indent + "  ".join(pad(c, widths[i], i in right) for i, c in enumerate(row)).rstrip())
     return lines
+
+
+_BREAK_AFTER = re.compile(r"(?<=[ /,;-])")
+
+
+def wrap_cell(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns, broken after a space, ``/``, ``,``, ``;`` or
+    ``-`` where possible (so a pod/container or a list wraps at its separators)."""
+    lines: list[str] = []
+    line = ""
+    for token in _BREAK_AFTER.split(text):
+        while visible_len(token) > width:  # a token longer than the column: cut it
+            room = width - visible_len(line)
+            if room <= 0:
+                lines.append(line.rstrip())
+                line, room = "", width
+            line, token = line + token[:room], token[room:]
+        if visible_len(line + token.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += token
+    if line.strip() or not lines:
+        lines.append(line.rstrip())
+    return lines
+
+
+def _render(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], widths: list[int], right: Sequence[int], indent: str
+) -> list[str]:
+    """Rows whose cells are wider than their column wrap onto continuation lines."""
+    lines = [indent + "  ".join(pad(h, widths[i], i in right) for i, h in enumerate(headers)).rstrip()]
+    for row in rows:
+        parts = []
+        for i, cell in enumerate(row):
+            if visible_len(cell) <= widths[i]:
+                parts.append([cell])
+            else:
+                parts.append(wrap_cell(_ANSI.sub("", cell), widths[i]))
+        for k in range(max(len(p) for p in parts)):
+            cells = [p[k] if k < len(p) else "" for p in parts]
+            lines.append(indent + "  ".join(pad(c, widths[i], i in right) for i, c in enumerate(cells)).rstrip())
+    return lines
+
+
+def fit_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    width: int,
+    right: Sequence[int] = (),
+    indent: str = "  ",
+    wrap: Sequence[int] = (),
+    notes: Sequence[int] = (),
+) -> list[str]:
+    """:func:`table`, made to fit ``width`` columns.
+
+    First the cells of the ``notes`` columns become footnote marks (``[1]``) with their text
+    wrapped below the table; then the ``wrap`` columns narrow, in the order given, never below
+    their header, and their cells wrap onto continuation lines.
+    """
+    lines = table(headers, rows, right=right, indent=indent)
+    if max(visible_len(ln) for ln in lines) <= width:
+        return lines
+    cells = [list(r) for r in rows]
+    footnotes: list[str] = []
+    for i in notes:
+        for r in cells:
+            if r[i] and visible_len(r[i]) > len(headers[i]):
+                mark = f"[{len(footnotes) + 1}]"
+                footnotes += textwrap.wrap(
+                    f"{mark} {_ANSI.sub('', r[i])}", width - len(indent), subsequent_indent=" " * (len(mark) + 1)
+                )
+                r[i] = mark
+    widths = [visible_len(h) for h in headers]
+    for r in cells:
+        for i, cell in enumerate(r):
+            widths[i] = max(widths[i], visible_len(cell))
+    total = len(indent) + sum(widths) + 2 * (len(widths) - 1)
+    for i in wrap:  # in the caller's order of preference, each down to its header (at least 6)
+        floor = max(visible_len(headers[i]), 6)
+        cut = min(total - width, widths[i] - floor)
+        if cut > 0:
+            widths[i] -= cut
+            total -= cut
+    return _render(headers, cells, widths, right, indent) + [indent + f for f in footnotes]
 
 
 def human_bytes(n: float) -> str:
@@ -124,6 +211,8 @@ class Printer:
         self.start = time.monotonic() if start is None else start
         self._lock = threading.Lock()
         self._board: list[str] = []  # the tables currently drawn at the bottom (live mode)
+        self.width = max(40, shutil.get_terminal_size((80, 24)).columns - (1 if self.live else 0))
+        """Tables are made to fit this many columns (the terminal's, or ``COLUMNS``, else 80)."""
 
     def paint(self, text: str, *styles: str) -> str:
         if not self.color or not styles:

@@ -6,6 +6,7 @@ fills that state in, the printer draws the lines built here.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +14,7 @@ from vgpu.protocol import ProtocolError, decode_pod_devices, decode_register, ke
 from vgpu.sim.demo.metrics import Sample, per_pod
 from vgpu.sim.demo.options import DemoOptions
 from vgpu.sim.demo.pods import EXPECT_SUCCESS, RUNNING, PodRecord
-from vgpu.sim.demo.render import Printer, human_bytes, short_uuid, table
+from vgpu.sim.demo.render import Printer, fit_table, human_bytes, short_uuid
 from vgpu.sim.demo.workload import HamiCoreContainer, MigContainer
 
 EXIT_OK = 0
@@ -110,13 +111,13 @@ def _gpu_rows(state: DemoState) -> list[list[str]]:
             ok = health.get(g.uuid)
             shown = "—" if ok is None else ("ok" if ok else "UNHEALTHY")
             n += mig_on.get(g.uuid, 0)
-            mem = f"{human_bytes(b)} / {human_bytes(g.memory_mib << 20)}"
+            mem = f"{human_bytes(b)}/{human_bytes(g.memory_mib << 20)}".replace(" GiB/", "/", 1)
             rows.append(
                 [
                     spec.name,
                     str(i),
-                    short_uuid(g.uuid),
-                    g.name,
+                    short_uuid(g.uuid, 4),
+                    g.name.removeprefix("NVIDIA "),
                     spec.mode,
                     shown,
                     str(n),
@@ -141,7 +142,8 @@ def _devices_text(p: PodRecord) -> str:
     parts = []
     for seg in _segments(value):
         devs = [
-            f"{short_uuid(d.uuid)}{f'[{d.mig.group}-{d.mig.position}]' if d.mig else ''} {d.usedmem}MiB/{d.usedcores}%"
+            f"{short_uuid(d.uuid, 4)}{f'[{d.mig.group}-{d.mig.position}]' if d.mig else ''} "
+            f"{d.usedmem}MiB/{d.usedcores}%"
             for d in seg
         ]
         parts.append(", ".join(devs) or "—")
@@ -154,12 +156,12 @@ def _pod_rows(state: DemoState) -> list[list[str]]:
         detail = p.skipped or (p.reason if p.state != RUNNING else "")
         rows.append(
             [
-                p.key,
+                p.key.removeprefix("default/"),
                 p.node or "—",
                 p.state,
                 p.bind_phase or "—",
                 _devices_text(p),
-                (detail[:70] + "…") if len(detail) > 71 else detail,
+                detail,
             ]
         )
     return rows
@@ -172,18 +174,18 @@ def _container_rows(state: DemoState, printer: Printer) -> list[list[str]]:
             for d, u in enumerate(c.uuids):
                 fb = c.feedback
                 if fb.blocked:
-                    fbt = printer.paint("blocked (rk=-1)", "yellow")
+                    fbt = printer.paint("blocked rk=-1", "yellow")
                 elif c.sm_util[d]:
-                    fbt = f"active (rk={fb.recent_kernel}, sw={fb.utilization_switch})"
+                    fbt = f"active rk={fb.recent_kernel} sw={fb.utilization_switch}"
                 else:
-                    fbt = f"idle (rk={fb.recent_kernel}, sw={fb.utilization_switch})"
+                    fbt = f"idle rk={fb.recent_kernel} sw={fb.utilization_switch}"
                 limit = c.limits[d]
                 rows.append(
                     [
-                        f"{c.pod}/{c.name}" if d == 0 else "",
-                        short_uuid(u),
-                        f"{human_bytes(c.used[d])} / {human_bytes(limit) if limit else '∞'}",
-                        f"{c.sm_util[d]}% / {c.sm_limits[d] or 100}%",
+                        f"{c.pod.removeprefix('default/')}/{c.name}" if d == 0 else "",
+                        short_uuid(u, 4),
+                        f"{human_bytes(c.used[d])}/{human_bytes(limit) if limit else '∞'}".replace(" GiB/", "/", 1),
+                        f"{c.sm_util[d]}%/{c.sm_limits[d] or 100}%",
                         str(c.priority) if d == 0 else "",
                         fbt,
                     ]
@@ -191,8 +193,8 @@ def _container_rows(state: DemoState, printer: Printer) -> list[list[str]]:
         else:
             rows.append(
                 [
-                    f"{c.pod}/{c.name}",
-                    ",".join(short_uuid(u, 8) for u in c.mig_uuids),
+                    f"{c.pod.removeprefix('default/')}/{c.name}",
+                    ",".join(short_uuid(u, 4) for u in c.mig_uuids),
                     "MIG instance",
                     "—",
                     "—",
@@ -204,19 +206,32 @@ def _container_rows(state: DemoState, printer: Printer) -> list[list[str]]:
 
 def board_lines(state: DemoState, printer: Printer) -> list[str]:
     b = printer.paint
+    w = printer.width
     out = ["", b("GPUs", "bold")]
-    out += table(
-        ["NODE", "GPU", "UUID", "MODEL", "MODE", "HEALTH", "CTRS", "MEMORY USED", "SM"],
+    out += fit_table(
+        ["NODE", "GPU", "UUID", "MODEL", "MODE", "HEALTH", "CTRS", "MEM USED", "SM"],
         _gpu_rows(state),
         right=(1, 6, 8),
+        width=w,
+        wrap=(3, 7, 0, 4),  # MODEL, then MEMORY USED; NODE and MODE only on a very narrow terminal
     )
-    out += ["", b("Pods", "bold")]
-    out += table(["POD", "NODE", "STATE", "BIND-PHASE", "DEVICES (vgpu-ids-new)", "NOTE"], _pod_rows(state))
+    out += ["", b("Pods (namespace default unless shown)", "bold")]
+    out += fit_table(
+        ["POD", "NODE", "STATE", "BIND", "DEVICES", "NOTE"],
+        _pod_rows(state),
+        width=w,
+        wrap=(4, 0, 1),
+        notes=(5,),
+    )
     crow = _container_rows(state, printer)
     if crow:
-        out += ["", b("Containers (HAMi-core shared regions)", "bold")]
-        out += table(
-            ["POD/CONTAINER", "GPU", "MEMORY (used / limit)", "SM (util / limit)", "PRIO", "FEEDBACK"], crow, right=(4,)
+        out += ["", b("Containers (HAMi-core shared regions; namespace default unless shown)", "bold")]
+        out += fit_table(
+            ["POD/CONTAINER", "GPU", "MEM used/max", "SM used/max", "PRIO", "FEEDBACK"],
+            crow,
+            right=(4,),
+            width=w,
+            wrap=(5, 0, 2, 3),
         )
     if state.metrics_urls:
         out += [""] + [f"  metrics {n}: {u}" for n, u in state.metrics_urls.items()]
@@ -353,14 +368,20 @@ def summary_lines(state: DemoState, results: list[Check], printer: Printer) -> l
     out = ["", p("Summary", "bold")]
     for c in results:
         mark = p("PASS", "green") if c.ok else p("FAIL", "red")
-        out.append(f"  {mark}  {c.name:<16} {c.detail}")
+        body = textwrap.wrap(f"{c.name:<16} {c.detail}", max(20, printer.width - 8), subsequent_indent=" " * 17)
+        out.append(f"  {mark}  {body[0] if body else c.name}")
+        out += [" " * 8 + ln for ln in body[1:]]
     per = {}
     for samples in state.samples.values():
         per.update(per_pod(samples))
     if per:
         out += ["", p("Per-pod memory on /metrics (vGPU_device_memory_usage_in_bytes)", "bold")]
-        out += table(
-            ["POD", "BYTES", ""], [[k, f"{int(v)}", human_bytes(v)] for k, v in sorted(per.items())], right=(1, 2)
+        out += fit_table(
+            ["POD", "BYTES", ""],
+            [[k, f"{int(v)}", human_bytes(v)] for k, v in sorted(per.items())],
+            right=(1, 2),
+            width=printer.width,
+            wrap=(0,),
         )
     return out
 

@@ -94,6 +94,10 @@ class UnschedulableReporter:
         message = reason if fitted else fit_errors_message(node_count, node_reasons)
         self.unschedulable(client.ApiClient().sanitize_for_serialization(pod), message)
 
+    def message_for(self, uid: str) -> str | None:
+        """The message last reported for the pod ``uid`` (what its Event and condition say)."""
+        return self._last.get(uid)
+
     @staticmethod
     def _condition_says(raw_pod: Mapping[str, Any], message: str) -> bool:
         for c in (raw_pod.get("status") or {}).get("conditions") or ():
