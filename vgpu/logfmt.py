@@ -116,12 +116,18 @@ def resolve(level_flag: str | None, format_flag: str | None, environ: Mapping[st
     return level, fmt
 
 
+_OURS = "_vgpu_logfmt"
+
+
 def configure(level: str, fmt: str, stream: TextIO | None = None) -> None:
-    """Replace the root logger's handlers with one handler on ``stream`` (default stderr)."""
+    """One handler on ``stream`` (default stderr) on the root logger, replacing the one an earlier
+    call installed; handlers installed by others (a test harness) stay."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    setattr(handler, _OURS, True)
     root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        if getattr(old, _OURS, False):
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(getattr(logging, level))
