@@ -62,3 +62,15 @@ def test_setting_defaults_are_the_options_dataclass_defaults():
     for shared in ("hook_path", "device_config", "node_name", "kubeconfig", "nvml_library"):
         assert by_dest[plugin][shared].default == by_dest[monitor][shared].default, shared
     assert by_dest[plugin]["hook_path"].default == "/usr/local/vgpu"
+
+
+def test_log_options_before_or_after_the_subcommand():
+    from vgpu.cli import build_parser
+
+    p = build_parser()
+    after = p.parse_args(["plugin", "--log-level", "debug", "--log-format", "JSON"])
+    assert (after.log_level, after.log_format) == ("DEBUG", "json")
+    before = p.parse_args(["--log-level", "warn", "monitor"])
+    assert (before.log_level, before.log_format) == ("WARNING", None)  # None: env, then the default
+    both = build_parser().parse_args(["--log-level", "error", "inspect", "--log-level", "info", "x"])
+    assert both.log_level == "INFO"  # the value after the subcommand wins

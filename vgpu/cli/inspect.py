@@ -357,7 +357,7 @@ def run_default(rest: list[str], args: argparse.Namespace) -> int:
             text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
             objects = manifest_objects(yaml.safe_load_all(text))
         except (OSError, yaml.YAMLError) as exc:
-            print(f"vgpu inspect: cannot read {args.file}: {exc}", file=sys.stderr)
+            print(f"vgpu inspect: cannot read {args.file}: {' '.join(str(exc).split())}", file=sys.stderr)
             return 1
         reps = reports_from_manifests(objects)
         if not reps:

@@ -84,12 +84,12 @@ def wrap_cell(text: str, width: int) -> list[str]:
     lines: list[str] = []
     line = ""
     for token in _BREAK_AFTER.split(text):
-        while visible_len(token) > width:  # a token longer than the column: cut it
-            room = width - visible_len(line)
-            if room <= 0:
-                lines.append(line.rstrip())
-                line, room = "", width
-            line, token = line + token[:room], token[room:]
+        if visible_len(token) > width and line.strip():  # a token longer than the column starts a line
+            lines.append(line.rstrip())
+            line = ""
+        while visible_len(token) > width:  # ... and is cut into column-wide pieces
+            lines.append(token[:width])
+            token = token[width:]
         if visible_len(line + token.rstrip()) > width:
             lines.append(line.rstrip())
             line = ""
