@@ -3,6 +3,7 @@ kubectl does, and explains a Pending pod from the scheduler emulator's Events an
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.conftest import missing_program
 from vgpu.protocol import RegisterRecord, encode_register, keys
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
@@ -151,3 +153,24 @@ def test_pending_pod_is_explained(server, api, tmp_path):
     doc = json.loads(js.stdout)
     assert doc["explanation"]["events"][0]["reason"] == "FailedScheduling"
     assert doc["explanation"]["fits"][0]["fits"] is False
+
+
+def test_kubectl_describe_shows_the_scheduler_event_and_condition(server, api, tmp_path):
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        missing_program("kubectl is not installed")
+    add_gpu_node(api)
+    add_pod(api, "oversized", 204800)
+    VolcanoSchedulerEmulator(api).schedule_once()
+    kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
+    out = subprocess.run(
+        [kubectl, "--kubeconfig", str(kubeconfig), "describe", "pod", "oversized"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    flat = " ".join(out.stdout.split())
+    assert "PodScheduled False" in flat
+    assert "Warning FailedScheduling" in flat and "volcano" in flat
+    assert "0/1 nodes are unavailable: 1 not enough gpu fitted on this node." in flat
