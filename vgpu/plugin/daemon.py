@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_RUNTIME = 1
 EXIT_CONFIG = 2
+CDI_EVENT_BUDGET_S = 2.0
+"""API time a CDI spec-check Event may take inside an Allocate; the retry queue takes the rest."""
 
 
 @dataclass(frozen=True)
@@ -233,13 +235,18 @@ class PluginDaemon:
 
     def _start_cdi(self, policy: DeviceListPolicy) -> None:
         """Device-list strategies around the allocators, and the CDI spec check (docs/cdi.md §6)."""
-        events = self.volcano.allocator.events if self.volcano is not None else None
-        node = self.opts.node_name
+        volcano = self.volcano
+
+        def node_event(reason: str, message: str) -> None:  # bounded; what does not fit is retried later
+            assert volcano is not None
+            with volcano.client.deadline(CDI_EVENT_BUDGET_S):
+                volcano.allocator.writes.node_event(reason, message)
+
         self.cdi = CdiSide(
             policy,
             lambda: self.gpus,
             mig_nvml=self.mig.manager.nvml if self.mig is not None else None,
-            node_event=(lambda reason, msg: events.node_event(node, reason, msg)) if events is not None else None,
+            node_event=node_event if volcano is not None else None,
         )
         self.allocators = self.cdi.wrap(self.allocators)
         self.cdi.startup_check(self.mig is not None)

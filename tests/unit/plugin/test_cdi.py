@@ -241,3 +241,44 @@ def test_resolver_resolves_names_and_annotations_and_refuses_unknown_ones(tmp_pa
     assert names_of(["a/b=c"], {"cdi.k8s.io/p_1": "a/b=d,a/b=c", "other": "x"}) == ["a/b=c", "a/b=d"]
     with pytest.raises(UnresolvableCdiDevices, match="invalid CDI annotation key"):
         names_of([], {"cdi.k8s.io/_bad": "a/b=c"})
+
+
+# -- the daemon's CDI side (what the metrics endpoint reads) ---------------------------------------
+
+
+def gpu_info(index: int, uuid: str):
+    from vgpu.nvml.device import GpuInfo
+
+    return GpuInfo(
+        index, uuid, "NVIDIA A100-SXM4-80GB", 81920, index, f"00000000:0{7 + index}:00.0", 0, (8, 0), True, False
+    )
+
+
+def test_cdi_side_reports_once_and_counts_for_the_gauge(tmp_path):
+    from vgpu.plugin.cdi_setup import REASON_CDI_UNRESOLVED, CdiSide
+
+    events: list[tuple[str, str]] = []
+    side = CdiSide(
+        policy("cdi-cri", "index", dirs=str(tmp_path)),
+        lambda: [gpu_info(0, G0), gpu_info(1, G1)],
+        node_event=lambda r, m: events.append((r, m)),
+    )
+    side.startup_check(mig_mode=False)
+    assert side.unresolved_devices() == 2
+    ((reason, message),) = events
+    assert reason == REASON_CDI_UNRESOLVED and "nvidia.com/gpu=0, nvidia.com/gpu=1" in message
+    side.handed_out(["nvidia.com/gpu=0"])  # already reported: no second Event
+    assert len(events) == 1
+    write(tmp_path / "nvidia.yaml", build_spec("550.54.15", GPUS, ["index"], "nvidia.com/gpu"))
+    assert side.unresolved_devices() == 0
+    assert side.name(G1) == "1"
+
+
+def test_cdi_side_is_inert_with_envvar():
+    from vgpu.plugin.cdi_setup import CdiSide
+
+    side = CdiSide(policy("envvar"), lambda: [gpu_info(0, G0)], node_event=lambda r, m: pytest.fail("no Event"))
+    side.startup_check(mig_mode=False)
+    assert side.unresolved_devices() == 0 and side.check is None
+    inner = object()
+    assert side.wrap({"number": inner}) == {"number": inner}  # type: ignore[dict-item]
