@@ -26,6 +26,7 @@ from vgpu.hamicore.contract import Mount
 from vgpu.plugin.api import pb
 from vgpu.plugin.cdi import CdiNameError, DeviceListPolicy, response_cdi_names
 from vgpu.plugin.preference import id_order, preferred_ids
+from vgpu.protocol.cdi import CdiError
 
 if TYPE_CHECKING:
     from vgpu.plugin.resources import ResourceManager
@@ -127,7 +128,7 @@ class DeviceListAllocator:
         resp = self.inner.allocate(resource, request)
         try:
             out = [self.policy.apply(r, self.names) for r in resp.container_responses]
-        except CdiNameError as exc:
+        except (CdiNameError, CdiError) as exc:  # a device the strategy cannot name: fail, never INTERNAL
             raise AllocationError(str(exc)) from None
         if self.handed_out is not None:
             for r in out:
