@@ -29,6 +29,17 @@ SETTINGS: tuple[Setting, ...] = defaults_from(
         settings.KUBECONFIG,
         settings.HOOK_PATH,
         Setting("handshake", "VGPU_HANDSHAKE", "Volcano node handshake: auto | on | off"),
+        Setting(
+            "metrics_listen",
+            "VGPU_METRICS_LISTEN",
+            "HOST:PORT of /healthz, /livez and /metrics (loopback only unless you say otherwise)",
+        ),
+        Setting(
+            "unhealthy_gpu_policy",
+            "UNHEALTHY_GPU_POLICY",
+            "withdraw: an unhealthy GPU leaves the register annotation until it recovers | "
+            "report: it stays there with health=false",
+        ),
     ),
 )
 

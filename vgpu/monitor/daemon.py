@@ -28,6 +28,7 @@ from vgpu.config.loader import effective_config, log_warnings
 from vgpu.config.model import ConfigError, DeviceConfig, NodeConfig
 from vgpu.configfiles import DEVICE_CONFIG_PATH, load_device_config
 from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
+from vgpu.httpserve import ListenAddressError, MetricsServer
 from vgpu.kube.client import KubeClient, KubeConfigError
 from vgpu.mig.errors import MigError
 from vgpu.mig.manager import MigManager
@@ -35,7 +36,6 @@ from vgpu.monitor.core import INTERVAL_S, Monitor
 from vgpu.monitor.host import DEFAULT_BOUND_S, HostGpu, HostSource
 from vgpu.monitor.mig_info import MigInfoSource
 from vgpu.monitor.pods import PodLookup, WatchedPods, default_resource_names, resource_names
-from vgpu.monitor.server import ListenAddressError, MetricsServer
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NvmlError
