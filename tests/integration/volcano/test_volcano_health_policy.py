@@ -36,45 +36,54 @@ def test_unhealthy_gpu_is_withdrawn_no_pod_lands_on_it_and_it_returns_after_reco
     cluster = cluster_factory(device_config=RECOVERY)
     assert cluster.plugin.wait_for_log("health checks running", 10)
     assert _registered(cluster) == [UUID0, UUID1]
-    # GPU 0: an XID, and its recovery probe fails for now (memory info errors).
-    dev = cluster.nvml.config["devices"][0]
+    # A pod runs on one GPU (X) before it fails.
+    cluster.create_pod(_big("running"))
+    cluster.scheduler("master").schedule_once()
+    assert cluster.admit("running").admitted
+    x_uuid = cluster.annotations("running")[keys.VGPU_IDS_NEW].split(",", 1)[0]
+    x, y_uuid = (0, UUID1) if x_uuid == UUID0 else (1, UUID0)
+    running_before = cluster.annotations("running")
+
+    # GPU X: an XID, and its recovery probe fails for now (memory info errors).
+    dev = cluster.nvml.config["devices"][x]
     dev["errors"] = {"nvmlDeviceGetMemoryInfo": NVML_ERROR_UNKNOWN}
     dev.setdefault("xid_events", []).append(79)
     cluster.nvml.write()
-    wait_until(lambda: _registered(cluster) == [UUID1], 10, "GPU 0 withdrawn from the register annotation")
+    wait_until(lambda: _registered(cluster) == [y_uuid], 10, "GPU X withdrawn from the register annotation")
     (event,) = wait_until(lambda: cluster.events("VGPUDeviceUnhealthy"), 10, "the Node's Warning Event")
-    assert event["type"] == "Warning" and event["involvedObject"] == {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "name": NODE,
-        "uid": NODE,
-    }
-    assert f"GPU 0 ({UUID0}) is unhealthy: XidCriticalError 79; withdrawn from {keys.REGISTER}" in event["message"]
+    assert event["type"] == "Warning"
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": NODE}
+    assert f"GPU {x} ({x_uuid}) is unhealthy: XidCriticalError 79; withdrawn from {keys.REGISTER}" in event["message"]
 
-    # The emulator sees one GPU: the first pod takes GPU 1, the second fits nowhere.
+    # The emulator sees one GPU: the first new pod takes GPU Y, the second fits nowhere.
     cluster.create_pod(_big("a"))
     cluster.create_pod(_big("b"))
     out = {o.pod: o.node for o in cluster.scheduler("master").schedule_once()}
     assert out == {"default/a": NODE, "default/b": None}, out
-    assert cluster.annotations("a")[keys.VGPU_IDS_NEW].startswith(UUID1)
+    assert cluster.annotations("a")[keys.VGPU_IDS_NEW].startswith(y_uuid)
     assert keys.VGPU_IDS_NEW not in cluster.annotations("b")
-    assert cluster.admit("a").admitted  # the pod on the healthy GPU runs
+    # (not admitted here: the kubelet's vgpu-memory pool lost GPU X's IDs too, docs/failures.md A-11)
+    assert cluster.annotations("running") == running_before  # the pod on the failed GPU is not touched
 
-    # The GPU answers again: back in the annotation, and the waiting pod lands on it.
+    # The GPU answers again: back in the annotation, with the running pod's usage counted on it,
+    # so the 50000 MiB pod still does not fit there until that pod is gone.
     dev["errors"] = {}
     cluster.nvml.write()
-    wait_until(lambda: _registered(cluster) == [UUID0, UUID1], 10, "GPU 0 back in the register annotation")
+    wait_until(lambda: _registered(cluster) == [UUID0, UUID1], 10, "GPU X back in the register annotation")
     (back,) = wait_until(lambda: cluster.events("VGPUDeviceRecovered"), 10, "the Node's Normal Event")
-    assert back["type"] == "Normal" and f"GPU 0 ({UUID0}) is healthy again" in back["message"]
+    assert back["type"] == "Normal" and f"GPU {x} ({x_uuid}) is healthy again" in back["message"]
+    out = {o.pod: o.node for o in cluster.scheduler("master").schedule_once()}
+    assert out == {"default/b": None}, out
+    cluster.admitter.release("default/running")
+    cluster.store.delete("pods", "default", "running")
     out = {o.pod: o.node for o in cluster.scheduler("master").schedule_once()}
     assert out == {"default/b": NODE}, out
-    assert cluster.annotations("b")[keys.VGPU_IDS_NEW].startswith(UUID0)
+    assert cluster.annotations("b")[keys.VGPU_IDS_NEW].startswith(x_uuid)
     assert cluster.admit("b").admitted
-    assert cluster.annotations("a")[keys.BIND_PHASE] == "success"  # the running pod was never touched
 
     m = cluster.plugin.get("/metrics")[1]
-    assert value(m, "vgpu_gpu_xid_events_total", uuid=UUID0, index="0", xid="79") == 1
-    assert value(m, "vgpu_gpu_healthy", uuid=UUID0, index="0") == 1
+    assert value(m, "vgpu_gpu_xid_events_total", uuid=x_uuid, index=str(x), xid="79") == 1
+    assert value(m, "vgpu_gpu_healthy", uuid=x_uuid, index=str(x)) == 1
 
 
 def test_report_policy_keeps_the_unhealthy_gpu_listed_with_health_false(cluster_factory):
