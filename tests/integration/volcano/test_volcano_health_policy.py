@@ -62,7 +62,7 @@ def test_unhealthy_gpu_is_withdrawn_no_pod_lands_on_it_and_it_returns_after_reco
     assert out == {"default/a": NODE, "default/b": None}, out
     assert cluster.annotations("a")[keys.VGPU_IDS_NEW].startswith(y_uuid)
     assert keys.VGPU_IDS_NEW not in cluster.annotations("b")
-    # (not admitted here: the kubelet's vgpu-memory pool lost GPU X's IDs too, docs/failures.md A-11)
+    # (not admitted here: the kubelet's vgpu-memory pool lost GPU X's IDs too, docs/health.md §4)
     assert cluster.annotations("running") == running_before  # the pod on the failed GPU is not touched
 
     # The GPU answers again: back in the annotation, with the running pod's usage counted on it,
