@@ -38,6 +38,17 @@ SETTINGS: tuple[Setting, ...] = defaults_from(
         Setting("cdi_device_name_strategy", "CDI_DEVICE_NAME_STRATEGY", "CDI device names: uuid | index"),
         Setting("cdi_kind", "CDI_KIND", "CDI vendor/class of the device names"),
         Setting("cdi_spec_dirs", "CDI_SPEC_DIRS", "comma list of the CDI spec directories the runtime reads"),
+        Setting(
+            "metrics_listen",
+            "VGPU_METRICS_LISTEN",
+            "HOST:PORT of /healthz, /livez and /metrics (loopback only unless you say otherwise)",
+        ),
+        Setting(
+            "unhealthy_gpu_policy",
+            "UNHEALTHY_GPU_POLICY",
+            "withdraw: an unhealthy GPU leaves the register annotation until it recovers | "
+            "report: it stays there with health=false",
+        ),
     ),
 )
 

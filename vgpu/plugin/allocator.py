@@ -43,7 +43,14 @@ from vgpu.plugin.devices import ResourceKind
 from vgpu.plugin.mig_seam import MigApplier, mig_visible_devices
 from vgpu.plugin.pod_writes import PodWriter
 from vgpu.plugin.preference import gpu_of, id_order, preferred_ids
-from vgpu.plugin.responses import AllocationError, container_response
+from vgpu.plugin.responses import (
+    REASON_DEVICE,
+    REASON_HOST,
+    REASON_NO_POD,
+    REASON_UNHEALTHY,
+    AllocationError,
+    container_response,
+)
 from vgpu.plugin.shortage import KubeletShortage
 from vgpu.protocol import ContainerDevice, keys
 from vgpu.protocol.pod_model import PodView, ResourceNames, VgpuContainer
@@ -219,7 +226,8 @@ class VolcanoAllocator:
         gpus = {g.uuid: g for g in resource.gpus}
         problem = matching.device_problem(devices, gpus, resource.health.is_healthy, cfg.operating_mode)
         if problem is not None:
-            raise AllocationError(problem)
+            unhealthy = any(not resource.health.is_healthy(d.uuid) for d in devices if d.uuid in gpus)
+            raise AllocationError(problem, reason=REASON_UNHEALTHY if unhealthy else REASON_DEVICE)
         zero: tuple[int, ...] = ()
         if cfg.operating_mode == MODE_MIG:
             uuids = mig_visible_devices(self.mig, devices, view, self._views())
@@ -239,7 +247,7 @@ class VolcanoAllocator:
                     memory_factor=cfg.gpu_memory_factor,
                 )
             except ContainerPrepareError as exc:
-                raise AllocationError(str(exc)) from None
+                raise AllocationError(str(exc), reason=REASON_HOST) from None
             resp, zero = container_response(contract.envs, contract.mounts), contract.zero_memory_devices
         done = self.writes.progress(view, target)
         self.stats.allocations += 1
@@ -281,7 +289,7 @@ class VolcanoAllocator:
             f"{ERR_NO_POD}: Allocate of {n} {resource.resource_name} found no pod on node "
             f"{self.node_name} with {keys.BIND_PHASE}={keys.BIND_PHASE_ALLOCATING} asking for it",
         )
-        raise AllocationError(ERR_NO_POD)
+        raise AllocationError(ERR_NO_POD, reason=REASON_NO_POD)
 
     def _fail_pod(self, view: PodView, message: str) -> None:
         """Tombstone, then Event, bind-phase=failed, lock release; never raises.

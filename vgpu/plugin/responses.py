@@ -32,13 +32,40 @@ if TYPE_CHECKING:
     from vgpu.plugin.resources import ResourceManager
 
 
+# Why an Allocate failed: the ``reason`` label of ``vgpu_plugin_allocations_total`` (docs/metrics.md §10.1).
+REASON_INVALID = "invalid_request"  # the pod's annotations or the call itself cannot be served
+REASON_NO_POD = "no_pod"
+REASON_UNHEALTHY = "unhealthy_gpu"
+REASON_DEVICE = "device_mismatch"  # an assigned GPU is not on this node or not in the node's mode
+REASON_HOST = "host_setup"  # HAMi-core files or the container directory
+REASON_MIG = "mig"
+REASON_API = "api_write"
+REASON_NO_API = "no_api_access"
+REASON_INTERNAL = "internal"
+FAILURE_REASONS = (
+    REASON_INVALID,
+    REASON_NO_POD,
+    REASON_UNHEALTHY,
+    REASON_DEVICE,
+    REASON_HOST,
+    REASON_MIG,
+    REASON_API,
+    REASON_NO_API,
+    REASON_INTERNAL,
+)
+
+
 class AllocationError(Exception):
     """Becomes the gRPC status of the call; the kubelet shows the text to the user
-    (UnexpectedAdmissionError).  Default code UNKNOWN, as docs/kubelet-api.md §6."""
+    (UnexpectedAdmissionError).  Default code UNKNOWN, as docs/kubelet-api.md §6.
+    ``reason`` is one of :data:`FAILURE_REASONS`, for the metrics."""
 
-    def __init__(self, message: str, code: grpc.StatusCode = grpc.StatusCode.UNKNOWN) -> None:
+    def __init__(
+        self, message: str, code: grpc.StatusCode = grpc.StatusCode.UNKNOWN, *, reason: str = REASON_INVALID
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.reason = reason
 
 
 class Allocator(Protocol):
@@ -102,7 +129,9 @@ class UnavailableAllocator(EmptyAllocator):
     )
 
     def allocate(self, resource: ResourceManager, request: pb.AllocateRequest) -> pb.AllocateResponse:
-        raise AllocationError(self.MESSAGE.format(resource=resource.resource_name), grpc.StatusCode.UNIMPLEMENTED)
+        raise AllocationError(
+            self.MESSAGE.format(resource=resource.resource_name), grpc.StatusCode.UNIMPLEMENTED, reason=REASON_NO_API
+        )
 
 
 class DeviceListAllocator:
@@ -129,7 +158,7 @@ class DeviceListAllocator:
         try:
             out = [self.policy.apply(r, self.names) for r in resp.container_responses]
         except (CdiNameError, CdiError) as exc:  # a device the strategy cannot name: fail, never INTERNAL
-            raise AllocationError(str(exc)) from None
+            raise AllocationError(str(exc), reason=REASON_DEVICE) from None
         if self.handed_out is not None:
             for r in out:
                 cdi_names = response_cdi_names(r, self.policy.annotation_prefix)

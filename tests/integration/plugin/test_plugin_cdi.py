@@ -154,6 +154,7 @@ def test_missing_spec_is_reported_at_startup_and_the_names_do_not_resolve(tmp_pa
         "uid": NODE,
     }
     assert "2 device name(s)" in event["message"]
+    assert "vgpu_plugin_cdi_unresolved_devices 2.0" in cluster.plugin.get("/metrics")[1]
     # The plugin still serves; the runtime would refuse the container.
     c = run_pod(cluster, "doomed", {NUMBER: 1, MEMORY: 1000})
     with pytest.raises(UnresolvableCdiDevices, match="unresolvable CDI devices nvidia.com/gpu=GPU-"):
@@ -161,6 +162,7 @@ def test_missing_spec_is_reported_at_startup_and_the_names_do_not_resolve(tmp_pa
     # Once the spec is generated, the same names resolve (the check reads the directory again).
     write_spec(cluster.nvml, empty, strategies=["uuid"])
     resolved(empty, c)
+    assert "vgpu_plugin_cdi_unresolved_devices 0.0" in cluster.plugin.get("/metrics")[1]
 
 
 @pytest.mark.parametrize("names", ["uuid", "index"])

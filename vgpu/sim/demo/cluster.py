@@ -208,6 +208,10 @@ class DemoCluster:
                 str(nc),
                 "--kubelet-socket",
                 os.path.join(kubelet.socket_dir, "kubelet.sock"),
+                "--metrics-listen",
+                "127.0.0.1:0",  # two nodes on one machine: each plugin on a port of its own
+                "--unhealthy-gpu-policy",
+                "report",  # the demo shows the unhealthy GPU's health=false record
             ],
             env,
             d / "plugin.log",
