@@ -4,20 +4,16 @@ device ledger, Filter/score/select, Allocate and Release (docs/scheduler-emulato
 No I/O: the driver (:mod:`vgpu.sim.scheduler`) feeds it nodes and pods as plain data and performs
 the writes it asks for. Time comes in as an aware ``datetime``.
 
+Upstream decisions that look like mistakes are reproduced per version (docs/scheduler-emulator.md §9.9).
 Where Volcano's behaviour is undefined, the emulator decides as follows (docs/scheduler-emulator.md §9.7; each is also
 named where it happens):
 
 * Register ids that are not dense 0..N-1 (a junk segment) make the node unusable with a reason;
   Volcano would walk a nil device.
-* A MIG GPU's sharing mode is decided per GPU (a card without a geometry entry is hami-core);
-  the node mode is the last record's effective mode.
-* Allocate's ``PodMap`` add also records the MIG slot, so a second pod does not receive the same
-  position before the next node event (upstream only records it on a ledger rebuild). The two
-  quirks of docs/scheduler-emulator.md §9.4 (group sticks until a rebuild; two containers of one
-  pod share a position) stay.
-* The ledger is idempotent per pod UID in every version; the pre-v1.15 double counting depends on
-  informer event interleavings and is not emulated.
-* A container with ``vgpu-number: 0`` gets an empty segment and charges nothing.
+* A session is one driver cycle (:meth:`SchedulerCore.begin_session` opens the next); a node
+  event inside a session rebuilds that node's ledger at once and drops its session double charges.
+* The charge of a ``vgpu-number: 0`` container stays with the pod's charges until the pod leaves
+  or a node event rebuilds the ledger from the annotations.
 * Among equally scored nodes the first by name wins (Volcano picks at random).
 * An unparsable lock value makes Allocate fail with the parse error (as Volcano's ``LockNode``);
   an expired lock is replaced (docs/protocol.md §2.4; upstream's ``setNodeLock`` refuses any present key).

@@ -78,7 +78,7 @@ def pod_requests(pod: PodView, cfg: SchedulerConfig) -> list[ContainerRequest]:
 
 
 def memreq_for_card(req: ContainerRequest, gpu: GpuState, sw: VersionSwitches) -> int:
-    """docs/protocol.md §4 step 7 and docs/scheduler-emulator.md §9.6 cases 1 and 3: the memory one
+    """docs/protocol.md §4 step 7 and docs/scheduler-emulator.md §9.9 cases 1 and 3: the memory one
     card is asked for.  v1.14+: a set percentage wins, per card.  ≤ v1.13: the percentage is read only
     while the memory request is 0 (the caller then keeps the result as the request for later cards)."""
     if req.mem_percentage == PCT_UNSET:
@@ -197,8 +197,8 @@ def try_add_pod_mig(gpu: GpuState, memreq: int, coresreq: int, cfg: SchedulerCon
         if picked is None:
             continue
         position, inst_mem = picked
-        # The group is not recorded here (only a ledger add records it, §9.4): a later container
-        # of the same pod tries every group again and may take another one (case 6).
+        # The group is not recorded here (only a ledger add records it): a later container of the
+        # same pod tries every group again and may take another one (docs/scheduler-emulator.md §9.9).
         charged = inst_mem // factor
         gpu.used_num += 1
         gpu.used_mem += charged

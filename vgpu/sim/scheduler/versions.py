@@ -1,7 +1,8 @@
 """Per-version behaviour switches of the Volcano vGPU scheduler (docs/scheduler-emulator.md §9.6).
 
 Every version-dependent branch of the emulator reads one named switch from here, so the table of
-docs/scheduler-emulator.md §9.6 and the code can be compared line by line.
+docs/scheduler-emulator.md §9.6 and the code can be compared line by line (a test does).
+"case N" below is case N of docs/scheduler-emulator.md §9.9, the upstream decisions reproduced.
 """
 
 from __future__ import annotations
