@@ -110,7 +110,7 @@ class VolcanoAllocator:
         self.stats = AllocatorStats()
         self.journal = matching.Journal()
         self.shortage = KubeletShortage(node_name)
-        self.overcommit = OvercommitGuard()
+        self.overcommit = OvercommitGuard(node_name)
         self._lock = threading.RLock()
         self._active: str | None = None  # UID of the pod whose admission is in progress
 
@@ -230,7 +230,6 @@ class VolcanoAllocator:
             # A scheduler that lost count must not over-commit a GPU (docs/decisions.md decision 11).
             over = self.overcommit.problem(
                 self._views(),
-                self.node_name,
                 view,
                 target.index,
                 target.name,

@@ -54,16 +54,28 @@ def _per_gpu(segments: Iterable[Sequence[ContainerDevice]]) -> dict[str, Use]:
     return out
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """What one pod version contributes, worked out once per (UID, resourceVersion)."""
+
+    live: bool
+    """On this node, not terminal, not being deleted."""
+    failed: bool
+    assigned: Mapping[str, Use] | None
+    """Per GPU, from ``vgpu-ids-new``, for a ``bind-phase=success`` pod (None otherwise)."""
+    segments: tuple[tuple[ContainerDevice, ...], ...] | None
+
+
 class OvercommitGuard:
     """Per-GPU commitments of this node's pods, and the check of one assignment against them.
 
     Called under the allocator's lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, node_name: str) -> None:
+        self.node_name = node_name
         self._granted: dict[str, dict[str, Use]] = {}
         """Pod UID → per-GPU use of the containers this process served."""
-        self._decoded: dict[tuple[str, str], tuple[tuple[ContainerDevice, ...], ...] | None] = {}
-        """(UID, resourceVersion) → ``vgpu-ids-new`` decoded (None when it does not decode)."""
+        self._entries: dict[tuple[str, str], _Entry] = {}
 
     # ---- recording ------------------------------------------------------------------------
 
@@ -74,23 +86,31 @@ class OvercommitGuard:
             mem, cores = use.get(d.uuid, (0, 0))
             use[d.uuid] = (mem + d.usedmem, cores + d.usedcores)
 
-    def _segments(self, view: PodView) -> tuple[tuple[ContainerDevice, ...], ...] | None:
+    def _entry(self, view: PodView) -> _Entry:
         k = (view.uid, view.resource_version)
-        if k not in self._decoded:
+        e = self._entries.get(k)
+        if e is None:
+            segments: tuple[tuple[ContainerDevice, ...], ...] | None = None
             text = view.annotations.get(keys.VGPU_IDS_NEW)
-            got: tuple[tuple[ContainerDevice, ...], ...] | None = None
             if text is not None:
                 try:
-                    got = tuple(tuple(seg) for seg in decode_pod_devices(text, annotation=keys.VGPU_IDS_NEW))
+                    segments = tuple(tuple(seg) for seg in decode_pod_devices(text, annotation=keys.VGPU_IDS_NEW))
                 except ProtocolError:
-                    got = None
-            self._decoded[k] = got
-        return self._decoded[k]
+                    segments = None
+            phase = view.bind_phase
+            e = _Entry(
+                live=not (view.terminal or view.deleting) and view.vgpu_node == self.node_name,
+                failed=phase == keys.BIND_PHASE_FAILED,
+                assigned=_per_gpu(segments) if segments is not None and phase == keys.BIND_PHASE_SUCCESS else None,
+                segments=segments,
+            )
+            self._entries[k] = e
+        return e
 
     def _trim(self, views: Sequence[PodView]) -> None:
-        if len(self._decoded) > 2 * len(views) + 16:
+        if len(self._entries) > 2 * len(views) + 16:
             live = {(v.uid, v.resource_version) for v in views}
-            self._decoded = {k: v for k, v in self._decoded.items() if k in live}
+            self._entries = {k: v for k, v in self._entries.items() if k in live}
         if len(self._granted) > len(views):
             uids = {v.uid for v in views}
             self._granted = {u: g for u, g in self._granted.items() if u in uids}
@@ -98,40 +118,45 @@ class OvercommitGuard:
     # ---- the check ------------------------------------------------------------------------
 
     def committed(
-        self, views: Sequence[PodView], node: str, serving: PodView, target_index: int
+        self, views: Sequence[PodView], serving: PodView, target_index: int, gpus: Iterable[str]
     ) -> dict[str, Committed]:
-        """Per GPU: what the other assignments on this node hold (see the module docstring)."""
+        """For each of ``gpus``: what the other assignments on this node hold (see the module docstring)."""
         self._trim(views)
-        mem: dict[str, int] = {}
-        cores: dict[str, int] = {}
-        pods: dict[str, list[str]] = {}
+        wanted = tuple(dict.fromkeys(gpus))
+        mem = dict.fromkeys(wanted, 0)
+        cores = dict.fromkeys(wanted, 0)
+        pods: dict[str, list[str]] = {u: [] for u in wanted}
 
         def add(use: Mapping[str, Use], who: str) -> None:
-            for uuid, (m, c) in use.items():
-                mem[uuid] = mem.get(uuid, 0) + m
-                cores[uuid] = cores.get(uuid, 0) + c
-                pods.setdefault(uuid, []).append(who)
+            for uuid in wanted:
+                got = use.get(uuid)
+                if got is not None:
+                    mem[uuid] += got[0]
+                    cores[uuid] += got[1]
+                    pods[uuid].append(who)
 
+        granted, entries, serving_uid = self._granted, self._entries, serving.uid
         for v in views:
-            if v.uid == serving.uid or v.terminal or v.deleting or v.vgpu_node != node:
+            uid = v.uid
+            if uid == serving_uid:
                 continue
-            phase = v.bind_phase
-            granted = self._granted.get(v.uid)
-            if granted is not None and phase != keys.BIND_PHASE_FAILED:
-                add(granted, v.key)
-            elif granted is None and phase == keys.BIND_PHASE_SUCCESS:
-                segs = self._segments(v)
-                if segs is not None:
-                    add(_per_gpu(segs), v.key)
-        own = self._segments(serving)
+            e = entries.get((uid, v.resource_version)) or self._entry(v)
+            if not e.live:
+                continue
+            g = granted.get(uid)
+            if g is not None:
+                if not e.failed:
+                    add(g, v.key)
+            elif e.assigned is not None:
+                add(e.assigned, v.key)
+        own = self._entry(serving).segments
         if own is not None:
             add(_per_gpu(s for i, s in enumerate(own) if i != target_index), f"{serving.key} (its other containers)")
-        return {u: Committed(mem[u], cores[u], tuple(pods[u])) for u in mem}
+        return {u: Committed(mem[u], cores[u], tuple(pods[u])) for u in wanted}
 
     def problem(
         self,
         views: Sequence[PodView],
-        node: str,
         serving: PodView,
         target_index: int,
         target_name: str,
@@ -140,12 +165,13 @@ class OvercommitGuard:
         memory_factor: int,
     ) -> str | None:
         """The failure text when serving ``devices`` would over-commit a GPU, else None."""
-        held = self.committed(views, node, serving, target_index)
+        plain = [d for d in devices if d.mig is None]
+        if not plain:
+            return None
+        held = self.committed(views, serving, target_index, (d.uuid for d in plain))
         unit = "MiB" if memory_factor == 1 else f"× {memory_factor} MiB"
-        for d in devices:
-            if d.mig is not None:
-                continue
-            c = held.get(d.uuid, Committed())
+        for d in plain:
+            c = held[d.uuid]
             cap = capacity(d.uuid)
             if c.mem + d.usedmem <= cap and c.cores + d.usedcores <= MAX_CORES:
                 continue

@@ -44,14 +44,14 @@ def ask(mem: int, cores: int = 0, uuid: str = U0) -> list[ContainerDevice]:
 
 
 def check(guard: OvercommitGuard, views: list[PodView], serving: PodView, devices, index: int = 0) -> str | None:
-    return guard.problem([*views, serving], NODE, serving, index, "c", devices, lambda _u: CAP, 1)
+    return guard.problem([*views, serving], serving, index, "c", devices, lambda _u: CAP, 1)
 
 
 NEW = view("new", f"{U0},NVIDIA,30720,0:", "allocating")
 
 
 def test_success_pods_count_every_container():
-    g = OvercommitGuard()
+    g = OvercommitGuard(NODE)
     two = view("two", f"{U0},NVIDIA,40960,0:;{U0},NVIDIA,40960,0:")
     msg = check(g, [two], NEW, ask(30720))
     assert msg == (
@@ -62,14 +62,14 @@ def test_success_pods_count_every_container():
 
 
 def test_cores_over_100_refused():
-    g = OvercommitGuard()
+    g = OvercommitGuard(NODE)
     busy = view("busy", f"{U0},NVIDIA,1000,80:")
     assert check(g, [busy], NEW, ask(1000, 20)) is None
     assert "80 of its 100 % cores" in (check(g, [busy], NEW, ask(1000, 30)) or "")
 
 
 def test_only_what_the_plugin_assigned_counts():
-    g = OvercommitGuard()
+    g = OvercommitGuard(NODE)
     others = [
         view("waiting", f"{U0},NVIDIA,81920,0:", "allocating"),  # not served yet: its own Allocate counts us
         view("failed", f"{U0},NVIDIA,81920,0:", "failed"),
@@ -82,7 +82,7 @@ def test_only_what_the_plugin_assigned_counts():
 
 
 def test_what_this_process_served_wins_over_later_annotations():
-    g = OvercommitGuard()
+    g = OvercommitGuard(NODE)
     g.granted("uid-a", ask(40960))
     # the annotation was edited after the plugin served it: the guard keeps what it handed out
     tampered = view("a", f"{U0},NVIDIA,1,0:", "allocating", rv="7")
@@ -92,7 +92,7 @@ def test_what_this_process_served_wins_over_later_annotations():
 
 
 def test_the_pods_own_other_containers_count():
-    g = OvercommitGuard()
+    g = OvercommitGuard(NODE)
     own = view("own", f"{U0},NVIDIA,50000,0:;{U0},NVIDIA,40000,0:", "allocating")
     msg = check(g, [], own, ask(40000), index=1)
     assert msg is not None and "50000 of its 81920" in msg and "default/own (its other containers)" in msg
@@ -101,6 +101,6 @@ def test_the_pods_own_other_containers_count():
 def test_mig_devices_are_not_checked():
     from vgpu.protocol import MigSlot
 
-    g = OvercommitGuard()
+    g = OvercommitGuard(NODE)
     two = view("two", f"{U0},NVIDIA,81920,0:")
     assert check(g, [two], NEW, [ContainerDevice(U0, 30720, 0, MigSlot("group1", 0))]) is None
