@@ -11,7 +11,8 @@ What counts as committed — only what this plugin handed out:
 * the containers this process served (recorded as it serves them, whatever the annotations say
   later), of pods that are not terminal, not being deleted and not failed;
 * after a restart, pods of this node with ``bind-phase=success`` (written by the plugin when it
-  served their last container): every device of their ``vgpu-ids-new``, all containers;
+  served their last container) created before this process started: every device of their
+  ``vgpu-ids-new``, all containers;
 * the other containers of the pod being served (its own ``vgpu-ids-new``).
 
 Pods still ``allocating`` that this process has not served yet do not count: their own Allocate
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from vgpu.protocol import ContainerDevice, keys
 from vgpu.protocol.errors import ProtocolError
@@ -71,8 +73,11 @@ class OvercommitGuard:
 
     Called under the allocator's lock."""
 
-    def __init__(self, node_name: str) -> None:
+    def __init__(self, node_name: str, started: datetime | None = None) -> None:
         self.node_name = node_name
+        self._started = (started or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        """RFC 3339, as ``creationTimestamp``: only pods created before this process can have
+        been served by an earlier one."""
         self._granted: dict[str, dict[str, Use]] = {}
         """Pod UID → per-GPU use of the containers this process served."""
         self._entries: dict[tuple[str, str], _Entry] = {}
@@ -98,10 +103,19 @@ class OvercommitGuard:
                 except ProtocolError:
                     segments = None
             phase = view.bind_phase
+            # A success pod this process did not serve counts only if an earlier plugin process
+            # could have served it: created before this one started, asking for vGPU, one segment
+            # per vGPU container. A pod made later with hand-written annotations does not count.
+            earlier = (
+                phase == keys.BIND_PHASE_SUCCESS
+                and segments is not None
+                and view.creation < self._started
+                and 0 < len(view.containers) == len(segments)
+            )
             e = _Entry(
                 live=not (view.terminal or view.deleting) and view.vgpu_node == self.node_name,
                 failed=phase == keys.BIND_PHASE_FAILED,
-                assigned=_per_gpu(segments) if segments is not None and phase == keys.BIND_PHASE_SUCCESS else None,
+                assigned=_per_gpu(segments) if earlier and segments is not None else None,
                 segments=segments,
             )
             self._entries[k] = e

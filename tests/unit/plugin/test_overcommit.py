@@ -5,6 +5,7 @@ End to end against the scheduler emulator: tests/integration/scheduler/test_sche
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from vgpu.plugin.overcommit import OvercommitGuard
@@ -20,6 +21,7 @@ CAP = 81920
 
 def view(name: str, ids: str, phase: str = "success", *, node: str = NODE, rv: str = "1", **extra: Any) -> PodView:
     meta: dict[str, Any] = {
+        "creationTimestamp": extra.get("created", "2026-01-01T00:00:00Z"),
         "name": name,
         "namespace": "default",
         "uid": f"uid-{name}",
@@ -28,7 +30,8 @@ def view(name: str, ids: str, phase: str = "success", *, node: str = NODE, rv: s
     }
     if extra.get("deleting"):
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    ctrs = [{"name": f"c{i}", "resources": {"limits": {NAMES.count: "1"}}} for i in range(max(1, ids.count(";") + 1))]
+    n = extra.get("containers", ids.count(";") + 1)
+    ctrs = [{"name": f"c{i}", "resources": {"limits": {NAMES.count: "1"}}} for i in range(n)]
     return pod_view(
         {
             "metadata": meta,
@@ -104,3 +107,15 @@ def test_mig_devices_are_not_checked():
     g = OvercommitGuard(NODE)
     two = view("two", f"{U0},NVIDIA,81920,0:")
     assert check(g, [two], NEW, [ContainerDevice(U0, 30720, 0, MigSlot("group1", 0))]) is None
+
+
+def test_success_pods_this_process_did_not_serve_count_only_from_before_its_start():
+    g = OvercommitGuard(NODE, started=datetime(2026, 6, 1, tzinfo=UTC))
+    before = view("before", f"{U0},NVIDIA,81920,0:", created="2026-05-31T23:59:59Z")
+    after = view("after", f"{U0},NVIDIA,81920,0:", created="2026-06-01T00:00:00Z")  # hand-written annotations
+    assert check(g, [after], NEW, ask(30720)) is None
+    assert "81920 of its" in (check(g, [before], NEW, ask(30720)) or "")
+    # a pod that asks for no vGPU, or whose segments do not match its vGPU containers, never counts
+    for n in (0, 2):
+        odd = view(f"odd{n}", f"{U0},NVIDIA,81920,0:", created="2026-05-31T00:00:00Z", containers=n)
+        assert check(g, [odd], NEW, ask(30720)) is None
