@@ -10,10 +10,14 @@ and what was asked. v1.13 and v1.14 count both containers and place the pod on t
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
+
 import pytest
 
 from tests.integration.volcano.conftest import (  # noqa: F401 - the fixtures, shared with the Volcano e2e tests
     MEMORY,
+    NAMES,
     NODE,
     NUMBER,
     UUID0,
@@ -90,3 +94,27 @@ def test_guard_lets_a_fitting_pod_through(cluster_factory):  # noqa: F811
     res = cluster.admit("extra")  # 2 × 20 GiB + 30 GiB ≤ 80 GiB: served
     assert res.admitted, res.error
     assert res.container("c").envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == f"{GIB30}m"
+
+
+def test_guard_after_a_plugin_restart_counts_the_pods_served_before(cluster_factory):  # noqa: F811
+    cluster = cluster_factory()
+    sched = cluster.scheduler("master")
+    _two_containers_on_one_gpu(cluster, sched)
+    # Restart the plugin once the clock has left the second "two" was created in (creation
+    # timestamps have whole seconds): the new process has served nothing and trusts the
+    # bind-phase=success pods created before it started.
+    created = cluster.pod("two")["metadata"]["creationTimestamp"]
+    deadline = time.monotonic() + 5
+    while datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") <= created:
+        assert time.monotonic() < deadline, created
+        time.sleep(0.05)
+    since = time.monotonic()
+    cluster.plugin.terminate()
+    cluster.plugin.start(append=True)
+    cluster.kubelet.wait_for_plugins(NAMES, timeout=30, since=since)
+
+    cluster.create_pod(pod_manifest("extra", [{"name": "c", "limits": {NUMBER: 1, MEMORY: GIB30}}]))
+    assert [o.node for o in sched.schedule_once()] == [NODE]
+    res = cluster.admit("extra")
+    assert not res.admitted
+    assert f"GPU {UUID1} would be over-committed: {2 * GIB40} of its 81920 MiB" in (res.error or "")
