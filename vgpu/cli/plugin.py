@@ -29,6 +29,15 @@ SETTINGS: tuple[Setting, ...] = defaults_from(
         settings.KUBECONFIG,
         settings.HOOK_PATH,
         Setting("handshake", "VGPU_HANDSHAKE", "Volcano node handshake: auto | on | off"),
+        Setting(
+            "device_list_strategy",
+            "DEVICE_LIST_STRATEGY",
+            "how device lists reach the runtime: envvar | volume-mounts | cdi-annotations | cdi-cri, or a comma list",
+        ),
+        Setting("cdi_annotation_prefix", "CDI_ANNOTATION_PREFIX", "key prefix of the cdi-annotations annotation"),
+        Setting("cdi_device_name_strategy", "CDI_DEVICE_NAME_STRATEGY", "CDI device names: uuid | index"),
+        Setting("cdi_kind", "CDI_KIND", "CDI vendor/class of the device names"),
+        Setting("cdi_spec_dirs", "CDI_SPEC_DIRS", "comma list of the CDI spec directories the runtime reads"),
     ),
 )
 

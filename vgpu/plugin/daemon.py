@@ -33,18 +33,23 @@ from vgpu.nvml.errors import INIT_HINT, NvmlError
 from vgpu.nvml.health import GpuHealth, HealthInitError, HealthMonitor, XidPolicy
 from vgpu.nvml.library import init_nvml
 from vgpu.plugin.api import KUBELET_SOCKET
+from vgpu.plugin.cdi import DeviceListPolicy
+from vgpu.plugin.cdi_setup import CdiSide
 from vgpu.plugin.devices import ResourceKind, resource_specs
 from vgpu.plugin.registration import PluginSet
 from vgpu.plugin.resources import ResourceManager
 from vgpu.plugin.responses import Allocator, EmptyAllocator, UnavailableAllocator
 from vgpu.plugin.sizecheck import SizeCheckError, check_listandwatch_sizes
 from vgpu.plugin.volcano import VolcanoConfigError, VolcanoOptions, VolcanoSide
+from vgpu.protocol import cdi
 
 log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
 EXIT_CONFIG = 2
+CDI_EVENT_BUDGET_S = 2.0
+"""API time a CDI spec-check Event may take inside an Allocate; the retry queue takes the rest."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,12 @@ class PluginOptions:
     kubeconfig: str | None = None
     hook_path: str = DEFAULT_HOOK_PATH
     handshake: str = HandshakeMode.AUTO.value
+    # How device lists reach the runtime (docs/cdi.md §3; docs/configuration.md §5.5).
+    device_list_strategy: str = cdi.ENVVAR
+    cdi_annotation_prefix: str = cdi.DEFAULT_ANNOTATION_PREFIX
+    cdi_device_name_strategy: str = cdi.NAME_UUID
+    cdi_kind: str = cdi.DEFAULT_KIND
+    cdi_spec_dirs: str = cdi.DEFAULT_SPEC_DIRS
 
 
 def default_allocators() -> dict[ResourceKind, Allocator]:
@@ -117,6 +128,7 @@ class PluginDaemon:
         self.cfg: EffectiveConfig | None = None
         self.gpus: list[GpuInfo] = []
         self.all_gpus: list[GpuInfo] = []
+        self.cdi: CdiSide | None = None  # its unresolved_devices() feeds vgpu_plugin_cdi_unresolved_devices
 
     # -- startup -----------------------------------------------------------------------
 
@@ -131,7 +143,14 @@ class PluginDaemon:
         log.info("vgpu plugin starting on node %s (kubelet socket %s)", opts.node_name, opts.kubelet_socket)
         try:
             self.cfg = load_config(opts.device_config, opts.node_config, opts.node_name)
-        except ConfigError as exc:
+            policy = DeviceListPolicy.from_settings(
+                opts.device_list_strategy,
+                opts.cdi_annotation_prefix,
+                opts.cdi_device_name_strategy,
+                opts.cdi_kind,
+                opts.cdi_spec_dirs,
+            )
+        except (ConfigError, cdi.CdiError) as exc:
             log.error("%s", exc)
             return EXIT_CONFIG
         try:
@@ -167,6 +186,7 @@ class PluginDaemon:
         except VolcanoConfigError as exc:
             log.error("%s", exc)
             return EXIT_CONFIG
+        self._start_cdi(policy)
         self.plugins = PluginSet(opts.kubelet_socket, build_managers(self.cfg, self.gpus, self.health), self.allocators)
         # One notification flips every resource (all three streams re-send together).
         self.health.subscribe(self._on_health_change)
@@ -212,6 +232,24 @@ class PluginDaemon:
             if self._own_allocators:
                 self.allocators = self.volcano.allocators()
             self.volcano.start()
+
+    def _start_cdi(self, policy: DeviceListPolicy) -> None:
+        """Device-list strategies around the allocators, and the CDI spec check (docs/cdi.md §6)."""
+        volcano = self.volcano
+
+        def node_event(reason: str, message: str) -> None:  # bounded; what does not fit is retried later
+            assert volcano is not None
+            with volcano.client.deadline(CDI_EVENT_BUDGET_S):
+                volcano.allocator.writes.node_event(reason, message)
+
+        self.cdi = CdiSide(
+            policy,
+            lambda: self.gpus,
+            mig_nvml=self.mig.manager.nvml if self.mig is not None else None,
+            node_event=node_event if volcano is not None else None,
+        )
+        self.allocators = self.cdi.wrap(self.allocators)
+        self.cdi.startup_check(self.mig is not None)
 
     def _on_health_change(self, changed: dict[str, bool]) -> None:
         if self.plugins is not None:

@@ -10,18 +10,23 @@ The server of each resource hands both RPCs to an ``Allocator``, so the Volcano-
   than admitting a pod with no GPU limits.
 
 :func:`container_response` is the one conversion of a container's env and mounts to protobuf.
+:class:`DeviceListAllocator` wraps the allocators when ``--device-list-strategy`` is more than
+``envvar``: it passes each response's device list as the strategies say
+(:class:`vgpu.plugin.cdi.DeviceListPolicy`, docs/cdi.md §3) and keeps every other env var and mount.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import grpc
 
 from vgpu.hamicore.contract import Mount
 from vgpu.plugin.api import pb
+from vgpu.plugin.cdi import CdiNameError, DeviceListPolicy, response_cdi_names
 from vgpu.plugin.preference import id_order, preferred_ids
+from vgpu.protocol.cdi import CdiError
 
 if TYPE_CHECKING:
     from vgpu.plugin.resources import ResourceManager
@@ -98,3 +103,41 @@ class UnavailableAllocator(EmptyAllocator):
 
     def allocate(self, resource: ResourceManager, request: pb.AllocateRequest) -> pb.AllocateResponse:
         raise AllocationError(self.MESSAGE.format(resource=resource.resource_name), grpc.StatusCode.UNIMPLEMENTED)
+
+
+class DeviceListAllocator:
+    """Another allocator's answers, with the device list passed per :class:`DeviceListPolicy`.
+
+    ``names`` maps a device ID to its CDI device name; ``handed_out`` is told every CDI name a
+    response returns (the spec check, :mod:`vgpu.plugin.cdi_specs`) and must not raise.
+    """
+
+    def __init__(
+        self,
+        inner: Allocator,
+        policy: DeviceListPolicy,
+        names: Callable[[str], str],
+        handed_out: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        self.inner = inner
+        self.policy = policy
+        self.names = names
+        self.handed_out = handed_out
+
+    def allocate(self, resource: ResourceManager, request: pb.AllocateRequest) -> pb.AllocateResponse:
+        resp = self.inner.allocate(resource, request)
+        try:
+            out = [self.policy.apply(r, self.names) for r in resp.container_responses]
+        except (CdiNameError, CdiError) as exc:  # a device the strategy cannot name: fail, never INTERNAL
+            raise AllocationError(str(exc)) from None
+        if self.handed_out is not None:
+            for r in out:
+                cdi_names = response_cdi_names(r, self.policy.annotation_prefix)
+                if cdi_names:
+                    self.handed_out(cdi_names)
+        return pb.AllocateResponse(container_responses=out)
+
+    def preferred_allocation(
+        self, resource: ResourceManager, request: pb.PreferredAllocationRequest
+    ) -> pb.PreferredAllocationResponse:
+        return self.inner.preferred_allocation(resource, request)

@@ -39,6 +39,7 @@ from vgpu.sim.demo.options import DemoOptions, NodeSpec
 from vgpu.sim.kubelet import FakeKubelet
 from vgpu.sim.kubelet.admission import Admitter, node_status_from_kubelet, update_node_resources
 from vgpu.sim.nvml import fakenvml
+from vgpu.sim.nvml.cdi_spec import write_spec
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
 from vgpu.sim.scheduler.model import SchedulerConfig
 from vgpu.sim.scheduler.shipped import shipped_scheduler_config
@@ -184,6 +185,9 @@ class DemoCluster:
         self.api.store.create("nodes", node_object(spec))
         kubelet = FakeKubelet(str(d / "kubelet")).start()
         env = child_env(nvml.env)
+        env["DEVICE_LIST_STRATEGY"] = self.options.device_list_strategy
+        if self.options.uses_cdi:  # the node's CDI spec, as the toolkit's refresh unit writes it
+            env["CDI_SPEC_DIRS"] = str(write_spec(nvml, d / "cdi").parent)
         common = [
             "--node-name",
             spec.name,
