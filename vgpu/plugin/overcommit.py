@@ -68,6 +68,17 @@ class _Entry:
     segments: tuple[tuple[ContainerDevice, ...], ...] | None
 
 
+def _holders(pods: Sequence[str], namespace: str) -> str:
+    """Who holds the GPU, as the failing pod's Event may say it: pods of its own namespace by name
+    (three at most), the others only counted — an Event must not name another tenant's pods."""
+    own = [p for p in pods if p.startswith(f"{namespace}/")]
+    others = len(pods) - len(own)
+    parts = own[:3] + ([f"{len(own) - 3} more"] if len(own) > 3 else [])
+    if others:
+        parts.append(f"{others} pod(s) of other namespaces")
+    return ", ".join(parts) or "nobody"
+
+
 class OvercommitGuard:
     """Per-GPU commitments of this node's pods, and the check of one assignment against them.
 
@@ -189,10 +200,10 @@ class OvercommitGuard:
             cap = capacity(d.uuid)
             if c.mem + d.usedmem <= cap and c.cores + d.usedcores <= MAX_CORES:
                 continue
-            who = ", ".join(c.pods[:3]) + (f" and {len(c.pods) - 3} more" if len(c.pods) > 3 else "")
+            who = _holders(c.pods, serving.namespace)
             return (
                 f"GPU {d.uuid} would be over-committed: {c.mem} of its {cap} {unit} memory and "
-                f"{c.cores} of its {MAX_CORES} % cores are already assigned ({who or 'nobody'}); "
+                f"{c.cores} of its {MAX_CORES} % cores are already assigned ({who}); "
                 f"container {target_name} asks {d.usedmem} {unit} and {d.usedcores} % — "
                 "the scheduler's accounting is wrong"
             )

@@ -23,7 +23,7 @@ def view(name: str, ids: str, phase: str = "success", *, node: str = NODE, rv: s
     meta: dict[str, Any] = {
         "creationTimestamp": extra.get("created", "2026-01-01T00:00:00Z"),
         "name": name,
-        "namespace": "default",
+        "namespace": extra.get("ns", "default"),
         "uid": f"uid-{name}",
         "resourceVersion": rv,
         "annotations": {keys.VGPU_IDS_NEW: ids, keys.BIND_PHASE: phase, keys.VGPU_NODE: node},
@@ -119,3 +119,12 @@ def test_success_pods_this_process_did_not_serve_count_only_from_before_its_star
     for n in (0, 2):
         odd = view(f"odd{n}", f"{U0},NVIDIA,81920,0:", created="2026-05-31T00:00:00Z", containers=n)
         assert check(g, [odd], NEW, ask(30720)) is None
+
+
+def test_the_event_names_only_pods_of_the_failing_pods_namespace():
+    g = OvercommitGuard(NODE)
+    others = [view(f"t{i}", f"{U0},NVIDIA,20000,0:", ns="tenant-b") for i in range(2)]
+    mine = [view(f"m{i}", f"{U0},NVIDIA,5000,0:") for i in range(5)]
+    msg = check(g, others + mine, NEW, ask(30720)) or ""
+    assert "(default/m0, default/m1, default/m2, 2 more, 2 pod(s) of other namespaces)" in msg
+    assert "tenant-b" not in msg
