@@ -39,8 +39,9 @@ from vgpu.kube.pod_views import PodSource, PodViews
 from vgpu.kube.retry import RetryQueue
 from vgpu.plugin import matching
 from vgpu.plugin.api import pb
-from vgpu.plugin.devices import ResourceKind
+from vgpu.plugin.devices import ResourceKind, memory_units
 from vgpu.plugin.mig_seam import MigApplier, mig_visible_devices
+from vgpu.plugin.overcommit import OvercommitGuard
 from vgpu.plugin.pod_writes import PodWriter
 from vgpu.plugin.preference import gpu_of, id_order, preferred_ids
 from vgpu.plugin.responses import (
@@ -116,6 +117,7 @@ class VolcanoAllocator:
         self.stats = AllocatorStats()
         self.journal = matching.Journal()
         self.shortage = KubeletShortage(node_name)
+        self.overcommit = OvercommitGuard(node_name)
         self._lock = threading.RLock()
         self._active: str | None = None  # UID of the pod whose admission is in progress
 
@@ -233,6 +235,18 @@ class VolcanoAllocator:
             uuids = mig_visible_devices(self.mig, devices, view, self._views())
             resp = container_response({"NVIDIA_VISIBLE_DEVICES": ",".join(uuids)})
         else:
+            # A scheduler that lost count must not over-commit a GPU (docs/decisions.md decision 11).
+            over = self.overcommit.problem(
+                self._views(),
+                view,
+                target.index,
+                target.name,
+                devices,
+                lambda u: memory_units(gpus[u], cfg.gpu_memory_factor),
+                cfg.gpu_memory_factor,
+            )
+            if over is not None:
+                raise AllocationError(over)
             # In-container NVML order: ascending PCI bus id of the physical GPUs (docs/protocol.md §5.3).
             ordered = sorted(devices, key=lambda d: gpus[d.uuid].pci_bus_id.lower())
             try:
@@ -249,6 +263,7 @@ class VolcanoAllocator:
             except ContainerPrepareError as exc:
                 raise AllocationError(str(exc), reason=REASON_HOST) from None
             resp, zero = container_response(contract.envs, contract.mounts), contract.zero_memory_devices
+            self.overcommit.granted(view.uid, devices)
         done = self.writes.progress(view, target)
         self.stats.allocations += 1
         self._active = view.uid

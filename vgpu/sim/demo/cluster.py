@@ -31,6 +31,7 @@ import yaml
 from kubernetes import client as k8s
 
 from vgpu.config.mig_defaults import geometries_as_data
+from vgpu.config.model import DEFAULT_MEMORY_PERCENTAGE_NAME
 from vgpu.protocol import keys
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.demo.children import ChildProcess, ComponentFailed, child_env
@@ -41,6 +42,7 @@ from vgpu.sim.nvml import fakenvml
 from vgpu.sim.nvml.cdi_spec import write_spec
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
 from vgpu.sim.scheduler.model import SchedulerConfig
+from vgpu.sim.scheduler.shipped import shipped_scheduler_config
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +124,7 @@ def device_config_text() -> str:
             "nvidia": {
                 "resourceCountName": RESOURCES[0],
                 "resourceMemoryName": RESOURCES[1],
+                "resourceMemoryPercentageName": DEFAULT_MEMORY_PERCENTAGE_NAME,
                 "resourceCoreName": RESOURCES[2],
                 "deviceSplitCount": 10,
                 "deviceCoreScaling": 1,
@@ -271,7 +274,8 @@ class DemoCluster:
     def start_scheduler(self, timeout: float = 30.0) -> VolcanoSchedulerEmulator:
         """Start the emulator and wait until it uses every node (handshake / allocatable rule)."""
         assert self.core is not None
-        cfg = SchedulerConfig(version=self.options.volcano_version, policy=self.options.scheduler_policy)
+        # The shipped scheduler configuration (weight, resource names), the policy from --policy.
+        cfg = shipped_scheduler_config(self.options.volcano_version, policy=self.options.scheduler_policy)
         self.scheduler = VolcanoSchedulerEmulator(self.core, cfg)
         self.scheduler.start(interval=SCHEDULER_INTERVAL_S)
         deadline = time.monotonic() + timeout
