@@ -48,6 +48,7 @@ from vgpu.plugin.responses import (
     REASON_DEVICE,
     REASON_HOST,
     REASON_NO_POD,
+    REASON_OVERCOMMIT,
     REASON_UNHEALTHY,
     AllocationError,
     container_response,
@@ -246,7 +247,7 @@ class VolcanoAllocator:
                 cfg.gpu_memory_factor,
             )
             if over is not None:
-                raise AllocationError(over)
+                raise AllocationError(over, reason=REASON_OVERCOMMIT)
             # In-container NVML order: ascending PCI bus id of the physical GPUs (docs/protocol.md §5.3).
             ordered = sorted(devices, key=lambda d: gpus[d.uuid].pci_bus_id.lower())
             try:

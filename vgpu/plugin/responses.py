@@ -39,6 +39,7 @@ REASON_UNHEALTHY = "unhealthy_gpu"
 REASON_DEVICE = "device_mismatch"  # an assigned GPU is not on this node or not in the node's mode
 REASON_HOST = "host_setup"  # HAMi-core files or the container directory
 REASON_MIG = "mig"
+REASON_OVERCOMMIT = "overcommit"  # the scheduler assigned more than the GPU holds (docs/decisions.md decision 11)
 REASON_API = "api_write"
 REASON_NO_API = "no_api_access"
 REASON_INTERNAL = "internal"
@@ -49,6 +50,7 @@ FAILURE_REASONS = (
     REASON_DEVICE,
     REASON_HOST,
     REASON_MIG,
+    REASON_OVERCOMMIT,
     REASON_API,
     REASON_NO_API,
     REASON_INTERNAL,

@@ -26,6 +26,7 @@ from tests.integration.volcano.conftest import (  # noqa: F401 - the fixtures, s
     cluster_factory,
     hook_path,
 )
+from tests.support.metrics_text import value
 from vgpu.protocol import keys
 from vgpu.sim.kubelet.admission import pod_manifest
 
@@ -68,6 +69,8 @@ def test_guard_refuses_upstream_overcommit(cluster_factory, version):  # noqa: F
     assert f"{2 * GIB40} of its 81920 MiB memory" in msg and "default/two" in msg
     assert f"container c asks {GIB30} MiB and 0 %" in msg
     assert event["type"] == "Warning"
+    metrics = cluster.plugin.get("/metrics")[1]
+    assert value(metrics, "vgpu_plugin_allocations_total", resource=NUMBER, result="failure", reason="overcommit") == 1
     # the pod that was there keeps running untouched
     assert cluster.annotations("two")[keys.BIND_PHASE] == "success"
 
