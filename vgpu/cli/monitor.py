@@ -16,8 +16,8 @@ from vgpu.cli import settings
 from vgpu.cli.checks import StartupError, check_config_file, check_kubeconfig, check_port_free
 from vgpu.cli.settings import Setting, add_settings, defaults_from, field_default, resolve_settings, source_of
 from vgpu.configfiles import DEVICE_CONFIG_PATH
+from vgpu.httpserve import ListenAddressError, parse_listen
 from vgpu.monitor.daemon import MonitorDaemon, MonitorOptions
-from vgpu.monitor.server import ListenAddressError, parse_listen
 
 log = logging.getLogger("vgpu.monitor.command")  # the name its log lines have always had
 

@@ -32,6 +32,26 @@ SETTINGS: tuple[Setting, ...] = defaults_from(
         settings.KUBECONFIG,
         settings.HOOK_PATH,
         Setting("handshake", "VGPU_HANDSHAKE", "Volcano node handshake: auto | on | off"),
+        Setting(
+            "device_list_strategy",
+            "DEVICE_LIST_STRATEGY",
+            "how device lists reach the runtime: envvar | volume-mounts | cdi-annotations | cdi-cri, or a comma list",
+        ),
+        Setting("cdi_annotation_prefix", "CDI_ANNOTATION_PREFIX", "key prefix of the cdi-annotations annotation"),
+        Setting("cdi_device_name_strategy", "CDI_DEVICE_NAME_STRATEGY", "CDI device names: uuid | index"),
+        Setting("cdi_kind", "CDI_KIND", "CDI vendor/class of the device names"),
+        Setting("cdi_spec_dirs", "CDI_SPEC_DIRS", "comma list of the CDI spec directories the runtime reads"),
+        Setting(
+            "metrics_listen",
+            "VGPU_METRICS_LISTEN",
+            "HOST:PORT of /healthz, /livez and /metrics (loopback only unless you say otherwise)",
+        ),
+        Setting(
+            "unhealthy_gpu_policy",
+            "UNHEALTHY_GPU_POLICY",
+            "withdraw: an unhealthy GPU leaves the register annotation until it recovers | "
+            "report: it stays there with health=false",
+        ),
     ),
 )
 

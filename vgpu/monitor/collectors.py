@@ -23,6 +23,7 @@ from typing import Any
 
 from prometheus_client.registry import Collector
 
+from vgpu import buildinfo
 from vgpu.hamicore.region import RegionError
 from vgpu.monitor import families as F
 from vgpu.monitor.discovery import Discovery
@@ -350,6 +351,18 @@ class SelfCollector(Collector):
                 [([], stale)],
             )
         yield from out
+
+
+class BuildInfoCollector(Collector):
+    """``vgpu_build_info``, labels from :mod:`vgpu.buildinfo` (docs/metrics.md §10.2), rendered once."""
+
+    def __init__(self, labels: tuple[tuple[str, str], ...]):
+        self._line = f"{buildinfo.NAME}{{{label_text(labels)}}} 1\n"
+
+    def collect(self) -> Iterator[RenderedFamily]:
+        f = RenderedFamily(buildinfo.NAME, buildinfo.HELP, "gauge")
+        f.lines.append(self._line)
+        yield f
 
 
 def _num(value: Any) -> str:

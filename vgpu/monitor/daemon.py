@@ -19,23 +19,26 @@ SIGTERM/SIGINT stop everything and exit 0.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from dataclasses import dataclass
 from types import FrameType
 
+from vgpu import buildinfo
 from vgpu.config.loader import effective_config, log_warnings
 from vgpu.config.model import ConfigError, DeviceConfig, NodeConfig
 from vgpu.configfiles import DEVICE_CONFIG_PATH, load_device_config
 from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
+from vgpu.httpserve import ListenAddressError, MetricsServer
 from vgpu.kube.client import KubeClient, KubeConfigError
 from vgpu.mig.errors import MigError
 from vgpu.mig.manager import MigManager
+from vgpu.monitor.collectors import BuildInfoCollector
 from vgpu.monitor.core import INTERVAL_S, Monitor
 from vgpu.monitor.host import DEFAULT_BOUND_S, HostGpu, HostSource
 from vgpu.monitor.mig_info import MigInfoSource
 from vgpu.monitor.pods import PodLookup, WatchedPods, default_resource_names, resource_names
-from vgpu.monitor.server import ListenAddressError, MetricsServer
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NvmlError
@@ -165,6 +168,8 @@ class MonitorDaemon:
                 interval_s=o.interval_s,
                 mig=self.mig,
             )
+            driver = buildinfo.read_driver_version(o.nvml_library) if self.host is not None else None
+            self.monitor.registry.register(BuildInfoCollector(buildinfo.build_labels("monitor", driver, os.environ)))
             self.monitor.tick()
             self.monitor.start()
             try:

@@ -1,5 +1,5 @@
 """What Volcano tells the user about a pod it cannot place: a ``FailedScheduling`` Event and a
-``PodScheduled=False`` condition (docs/scheduler-emulator.md §9.9).
+``PodScheduled=False`` condition (docs/scheduler-emulator.md §9.10).
 
 Volcano's scheduler cache does both in one step for every pending task at the end of a cycle:
 the condition is ``{type: PodScheduled, status: "False", reason: Unschedulable, message}`` and,
