@@ -29,6 +29,7 @@ SETTINGS: tuple[Setting, ...] = defaults_from(
         settings.KUBECONFIG,
         settings.HOOK_PATH,
         Setting("handshake", "VGPU_HANDSHAKE", "Volcano node handshake: auto | on | off"),
+        settings.FAIL_ON_INIT_ERROR,
     ),
 )
 
@@ -44,12 +45,18 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> PluginOptions:
-    """Flag > env var (non-empty) > default."""
-    return PluginOptions(**resolve_settings(args, environ, SETTINGS))
+    """Flag > env var (non-empty) > default; ValueError for a value that is not a boolean."""
+    values = resolve_settings(args, environ, SETTINGS)
+    values["fail_on_init_error"] = settings.parse_bool(values["fail_on_init_error"], settings.FAIL_ON_INIT_ERROR)
+    return PluginOptions(**values)
 
 
 def main(args: argparse.Namespace) -> int:
-    opts = resolve(args, os.environ)
+    try:
+        opts = resolve(args, os.environ)
+    except ValueError as exc:
+        log.error("vgpu plugin: %s", exc)
+        return EXIT_CONFIG
     if not opts.node_name:
         log.error("vgpu plugin: the node name is required (--node-name or NODE_NAME)")
         return EXIT_CONFIG

@@ -11,6 +11,11 @@ running node keeps its last good configuration.
 
 Exit statuses: 2 invalid configuration (docs/configuration.md §2.3), 1 runtime errors (NVML cannot
 start, the 4 MiB size check, no NVML event set), 0 after a stop signal.
+
+With ``--fail-on-init-error=false`` (docs/configuration.md §5.1) a node whose NVML cannot start, or
+which has no GPU, is not an error: the plugin says why once, registers nothing and retries with
+backoff (``NVML_RETRY_FIRST_S`` doubling up to ``NVML_RETRY_MAX_S``), then starts as usual as soon
+as NVML answers, so a CPU-only node or a driver still loading is no crash loop.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -45,6 +51,8 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_RUNTIME = 1
 EXIT_CONFIG = 2
+NVML_RETRY_FIRST_S = 1.0  # fail-on-init-error=false: first retry after 1 s, doubling ...
+NVML_RETRY_MAX_S = 30.0  # ... up to every 30 s
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,7 @@ class PluginOptions:
     kubeconfig: str | None = None
     hook_path: str = DEFAULT_HOOK_PATH
     handshake: str = HandshakeMode.AUTO.value
+    fail_on_init_error: bool = True
 
 
 def default_allocators() -> dict[ResourceKind, Allocator]:
@@ -134,13 +143,13 @@ class PluginDaemon:
         except ConfigError as exc:
             log.error("%s", exc)
             return EXIT_CONFIG
-        try:
-            self.all_gpus = discover_gpus(opts.nvml_library)  # its errors name the call and library
-            init_nvml(opts.nvml_library)  # stays initialised for the health loop's lifetime
-        except (NvmlError, RuntimeError) as exc:
-            hint = "" if INIT_HINT in str(exc) else f"; {INIT_HINT}"
-            log.error("NVML cannot start: %s%s", exc, hint)
-            return EXIT_RUNTIME
+        reason = self._open_nvml()
+        if reason is not None:
+            if opts.fail_on_init_error:
+                log.error("NVML cannot start: %s", reason)
+                return EXIT_RUNTIME
+            if not self._wait_for_nvml(reason):
+                return EXIT_OK  # stopped while waiting
         try:
             self.gpus = checked_gpus(self.cfg, self.all_gpus)
         except SizeCheckError as exc:
@@ -171,6 +180,37 @@ class PluginDaemon:
         # One notification flips every resource (all three streams re-send together).
         self.health.subscribe(self._on_health_change)
         return EXIT_OK
+
+    def _open_nvml(self) -> str | None:
+        """Discover the GPUs and keep NVML initialised; None, or why NVML cannot serve this node."""
+        try:
+            self.all_gpus = discover_gpus(self.opts.nvml_library)  # its errors name the call and library
+            if not self.all_gpus and not self.opts.fail_on_init_error:
+                return "NVML finds no GPU on this node"
+            init_nvml(self.opts.nvml_library)  # stays initialised for the health loop's lifetime
+        except (NvmlError, RuntimeError) as exc:
+            hint = "" if INIT_HINT in str(exc) else f"; {INIT_HINT}"
+            return f"{exc}{hint}"
+        return None
+
+    def _wait_for_nvml(self, reason: str) -> bool:
+        """fail-on-init-error=false: retry with backoff until NVML serves a GPU; False when stopped first."""
+        log.warning(
+            "NVML cannot start: %s -- not advertising any resource (fail-on-init-error is false); "
+            "retrying every %.0f s to %.0f s until it does",
+            reason,
+            NVML_RETRY_FIRST_S,
+            NVML_RETRY_MAX_S,
+        )
+        started, delay = time.monotonic(), NVML_RETRY_FIRST_S
+        while not self.stop_event.wait(delay):
+            again = self._open_nvml()
+            if again is None:
+                log.info("NVML is up after %.1f s: starting", time.monotonic() - started)
+                return True
+            log.debug("NVML still cannot start: %s", again)
+            delay = min(delay * 2, NVML_RETRY_MAX_S)
+        return False
 
     def _start_monitor(self) -> None:
         assert self.cfg is not None
@@ -263,9 +303,10 @@ class PluginDaemon:
 
     def run(self) -> int:
         status = self.start()
-        if status != EXIT_OK:
+        if status != EXIT_OK or self.plugins is None:  # no plugins: stopped while waiting for NVML
+            if status == EXIT_OK:
+                log.info("vgpu plugin stopped")
             return status
-        assert self.plugins is not None
         worker = threading.Thread(target=self.plugins.run, args=(self.stop_event,), name="vgpu-plugins")
         worker.start()
         try:
