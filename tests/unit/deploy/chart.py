@@ -83,8 +83,8 @@ def run_helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]
     return proc
 
 
-def template_cmd(values: Mapping[str, Any] | None, values_file: str | None, show_only: Iterable[str]) -> list[str]:
-    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+def template_cmd(values_file: str | None, show_only: Iterable[str], namespace: str = NAMESPACE) -> list[str]:
+    args = ["template", RELEASE, str(CHART), "--namespace", namespace]
     if values_file:
         args += ["-f", values_file]
     for s in show_only:
@@ -93,9 +93,9 @@ def template_cmd(values: Mapping[str, Any] | None, values_file: str | None, show
 
 
 @functools.cache
-def _template(values_json: str, values_file: str | None, show_only: tuple[str, ...]) -> str:
+def _template(values_json: str, values_file: str | None, show_only: tuple[str, ...], namespace: str) -> str:
     with tempfile.TemporaryDirectory(prefix="vgpu-helm-") as tmp:
-        args = template_cmd(None, values_file, show_only)
+        args = template_cmd(values_file, show_only, namespace)
         if values_json != "{}":
             path = os.path.join(tmp, "values.json")  # JSON is YAML: no quoting surprises
             with open(path, "w") as f:
@@ -105,10 +105,14 @@ def _template(values_json: str, values_file: str | None, show_only: tuple[str, .
 
 
 def template(
-    values: Mapping[str, Any] | None = None, *, values_file: str | None = None, show_only: Iterable[str] = ()
+    values: Mapping[str, Any] | None = None,
+    *,
+    values_file: str | None = None,
+    show_only: Iterable[str] = (),
+    namespace: str = NAMESPACE,
 ) -> str:
     """``helm template`` output for these values (cached per argument set)."""
-    return _template(json.dumps(values or {}, sort_keys=True), values_file, tuple(show_only))
+    return _template(json.dumps(values or {}, sort_keys=True), values_file, tuple(show_only), namespace)
 
 
 def template_fails(values: Mapping[str, Any]) -> str:
@@ -116,7 +120,7 @@ def template_fails(values: Mapping[str, Any]) -> str:
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(values, f)
         f.flush()
-        proc = run_helm(*template_cmd(None, f.name, ()), check=False)
+        proc = run_helm(*template_cmd(f.name, ()), check=False)
     assert proc.returncode != 0, f"helm template accepted {values}"
     return proc.stderr
 
