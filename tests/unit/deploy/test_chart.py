@@ -471,8 +471,26 @@ def test_an_empty_node_selector_runs_everywhere():
 
 def test_config_values_must_be_text():
     """Upstream's chart takes deviceConfig as a map; here it is the file's text (docs/operations.md §7)."""
-    assert "deviceConfig is the text of device-config.yaml" in c.template_fails({"deviceConfig": {"nvidia": {}}})
-    assert "nodeConfig is the text of config.json" in c.template_fails({"nodeConfig": {"configs": []}})
+    assert "at '/deviceConfig': got object, want string" in c.template_fails({"deviceConfig": {"nvidia": {}}})
+    assert "at '/nodeConfig': got object, want string" in c.template_fails({"nodeConfig": {"configs": []}})
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ({"nodeselector": {"a": "b"}}, "additional properties 'nodeselector' not allowed"),
+        ({"plugin": {"metrics": {"enabeld": True}}}, "at '/plugin/metrics': additional properties 'enabeld'"),
+        ({"handshake": "always"}, "at '/handshake': value must be one of 'auto', 'on', 'off'"),
+        ({"failOnInitError": "no"}, "at '/failOnInitError': got string, want boolean"),
+        ({"plugin": {"deviceListStrategy": "cdi"}}, "at '/plugin/deviceListStrategy'"),
+        ({"image": {"digest": "latest"}}, "at '/image/digest'"),
+        ({"monitor": {"port": 70000}}, "at '/monitor/port'"),
+        ({"log": {"level": "TRACE"}}, "at '/log/level'"),
+    ],
+)
+def test_the_values_schema_names_a_bad_value(values, error):
+    """values.schema.json: a typo or an impossible value fails the install, naming the value."""
+    assert error in c.template_fails(values)
 
 
 def test_runtime_class_creation_needs_a_name():
@@ -606,5 +624,6 @@ def test_unknown_value_files_do_not_exist():
         "Chart.yaml",
         "files",
         "templates",
+        "values.schema.json",
         "values.yaml",
     ]

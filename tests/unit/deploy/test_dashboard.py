@@ -1,4 +1,4 @@
-"""deploy/grafana/vgpu-dashboard.json: a well-formed Grafana dashboard whose queries name only
+"""deploy/helm/volcano-vgpu/files/vgpu-dashboard.json: a well-formed Grafana dashboard whose queries name only
 families the monitor declares.  The integration test tests/integration/deploy compares the same
 names with a real scrape of `vgpu monitor`."""
 
