@@ -22,6 +22,7 @@ import pytest
 
 from tests.integration.monitor.conftest import create_pod
 from tests.integration.plugin.conftest import PluginProcess
+from tests.unit.deploy import manifests as m
 from tests.unit.monitor.helpers import MIB, UUIDS, add_container, one, parse
 from vgpu.plugin.daemon import NVML_RETRY_FIRST_S
 from vgpu.sim.apiserver import ApiServer
@@ -34,6 +35,11 @@ NAMES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-co
 WAITING = "not advertising any resource (fail-on-init-error is false)"
 # How long the tests hold NVML down: several retries of the backoff (1 s, 2 s, ...).
 HOLD_S = 3.5 * NVML_RETRY_FIRST_S
+
+
+def _chart_setting(container: str) -> str:
+    """FAIL_ON_INIT_ERROR as the chart's default render sets it for ``container``."""
+    return m.plain_env(m.container(m.daemonset(m.single_file_docs()), container))["FAIL_ON_INIT_ERROR"]
 
 
 @pytest.fixture
@@ -90,7 +96,8 @@ def _up_after(log: str) -> float:
 def test_plugin_waits_for_nvml_then_registers(tmp_path: pathlib.Path, kubelet, apiserver, plugins):
     nvml = fakenvml.FakeNvml.create(tmp_path / "nvml", [fakenvml.device(0), fakenvml.device(1)])
     nvml.inject_error("nvmlInit", NVML_ERROR_DRIVER_NOT_LOADED)
-    p = _plugin(tmp_path, kubelet, nvml, apiserver, plugins, FAIL_ON_INIT_ERROR="false")
+    assert _chart_setting("plugin") == "false"
+    p = _plugin(tmp_path, kubelet, nvml, apiserver, plugins, FAIL_ON_INIT_ERROR=_chart_setting("plugin"))
     assert p.wait_for_log(WAITING, 30), p.log()[-2000:]
     _stays(lambda: p.proc.poll() is None and kubelet.registrations == [], HOLD_S, "waits, advertising nothing")
     nvml.clear_error("nvmlInit")  # the driver has loaded
@@ -149,7 +156,8 @@ def test_monitor_serves_containers_without_nvml_then_adds_the_host_families(tmp_
         tmp_path / "nvml", [fakenvml.device(0, uuid=UUIDS[0], memory_used_mib=1000, utilization_gpu=40)]
     )
     nvml.inject_error("nvmlInit", NVML_ERROR_DRIVER_NOT_LOADED)
-    mon = _monitor(tmp_path, apiserver, nvml, FAIL_ON_INIT_ERROR="false")
+    assert _chart_setting("monitor") == "false"
+    mon = _monitor(tmp_path, apiserver, nvml, FAIL_ON_INIT_ERROR=_chart_setting("monitor"))
     pod = create_pod(apiserver, "p", gpus={"main": UUIDS[:1]})
     add_container(
         tmp_path / "hook", pod["metadata"]["uid"], "main", uuids=UUIDS[:1], limits_mib=(3000,), procs=[(1, [5])]
