@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import json
+import pathlib
+import tarfile
 import tomllib
 from collections.abc import Callable
 from typing import Any
@@ -544,6 +546,22 @@ def test_chart_version_is_the_package_version():
     version = tomllib.loads((m.REPO / "pyproject.toml").read_text())["project"]["version"]
     assert chart["version"] == chart["appVersion"] == version
     assert {k["image"] for k in pod(c.docs())["containers"]} == {f"vgpu:{version}"}
+
+
+def test_the_chart_refuses_kubernetes_older_than_1_30():
+    """kubeVersion in Chart.yaml: the admission policies and every API used are GA in 1.30."""
+    old = c.run_helm(*c.template_cmd(None, ()), "--kube-version", "1.29.0", check=False)
+    assert old.returncode != 0 and "kubeVersion" in old.stderr
+    assert c.run_helm(*c.template_cmd(None, ()), "--kube-version", "1.30.0").returncode == 0
+
+
+def test_helm_package_holds_the_schema_and_the_dashboard(tmp_path: pathlib.Path):
+    c.run_helm("package", str(c.CHART), "--destination", str(tmp_path))
+    (tgz,) = tmp_path.glob("volcano-vgpu-*.tgz")
+    with tarfile.open(tgz) as tar:
+        names = set(tar.getnames())
+    for name in ("values.yaml", "values.schema.json", "files/vgpu-dashboard.json", "templates/daemonset.yaml"):
+        assert f"volcano-vgpu/{name}" in names, name
 
 
 def test_generated_manifests_are_fresh():
