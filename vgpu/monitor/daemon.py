@@ -38,6 +38,7 @@ from vgpu.monitor.host import DEFAULT_BOUND_S, HostGpu, HostSource
 from vgpu.monitor.mig_info import MigInfoSource
 from vgpu.monitor.pods import PodLookup, WatchedPods, default_resource_names, resource_names
 from vgpu.monitor.server import ListenAddressError, MetricsServer
+from vgpu.nvml import backoff
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NvmlError
@@ -48,8 +49,6 @@ log = logging.getLogger(__name__)
 EXIT_CONFIG = 2
 EXIT_RUNTIME = 1
 POD_SYNC_WAIT_S = 5.0
-NVML_RETRY_FIRST_S = 1.0  # fail-on-init-error=false: first NVML retry after 1 s, doubling ...
-NVML_RETRY_MAX_S = 30.0  # ... up to every 30 s
 
 
 @dataclass(frozen=True)
@@ -184,8 +183,8 @@ class MonitorDaemon:
             if self.host is None:
                 log.info(
                     "retrying NVML every %.0f s to %.0f s (fail-on-init-error is false)",
-                    NVML_RETRY_FIRST_S,
-                    NVML_RETRY_MAX_S,
+                    backoff.FIRST_S,
+                    backoff.MAX_S,
                 )
                 self._retry = threading.Thread(target=self._retry_nvml, name="vgpu-nvml-retry", daemon=True)
                 self._retry.start()
@@ -219,12 +218,12 @@ class MonitorDaemon:
 
     def _retry_nvml(self) -> None:
         """fail-on-init-error=false: NVML again with backoff; the host families join once it starts."""
-        delay = NVML_RETRY_FIRST_S
-        while not self._stop.wait(delay):
+        for delay in backoff.retry_delays():
+            if self._stop.wait(delay):
+                return
             host, gpus, why = open_nvml(self.opts.nvml_library, self.opts.nvml_bound_s, quiet=True)
             if host is None:
                 log.debug("NVML still cannot start: %s", why)
-                delay = min(delay * 2, NVML_RETRY_MAX_S)
                 continue
             if self._stop.is_set() or self.monitor is None:
                 host.stop()

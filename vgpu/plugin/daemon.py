@@ -14,7 +14,7 @@ start, the 4 MiB size check, no NVML event set), 0 after a stop signal.
 
 With ``--fail-on-init-error=false`` (docs/configuration.md §5.1) a node whose NVML cannot start, or
 which has no GPU, is not an error: the plugin says why once, registers nothing and retries with
-backoff (``NVML_RETRY_FIRST_S`` doubling up to ``NVML_RETRY_MAX_S``), then starts as usual as soon
+backoff (vgpu/nvml/backoff.py: 1 s doubling up to 30 s), then starts as usual as soon
 as NVML answers, so a CPU-only node or a driver still loading is no crash loop.
 """
 
@@ -33,6 +33,7 @@ from vgpu.configfiles import DEVICE_CONFIG_PATH, NODE_CONFIG_PATH, load_config
 from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
 from vgpu.kube.registrar import HandshakeMode
 from vgpu.mig.node import MigNode, start_mig_node
+from vgpu.nvml import backoff
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import INIT_HINT, NvmlError
@@ -51,8 +52,6 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_RUNTIME = 1
 EXIT_CONFIG = 2
-NVML_RETRY_FIRST_S = 1.0  # fail-on-init-error=false: first retry after 1 s, doubling ...
-NVML_RETRY_MAX_S = 30.0  # ... up to every 30 s
 
 
 @dataclass(frozen=True)
@@ -199,18 +198,19 @@ class PluginDaemon:
             "NVML cannot start: %s -- not advertising any resource (fail-on-init-error is false); "
             "retrying every %.0f s to %.0f s until it does",
             reason,
-            NVML_RETRY_FIRST_S,
-            NVML_RETRY_MAX_S,
+            backoff.FIRST_S,
+            backoff.MAX_S,
         )
-        started, delay = time.monotonic(), NVML_RETRY_FIRST_S
-        while not self.stop_event.wait(delay):
+        started = time.monotonic()
+        for delay in backoff.retry_delays():
+            if self.stop_event.wait(delay):
+                return False
             again = self._open_nvml()
             if again is None:
                 log.info("NVML is up after %.1f s: starting", time.monotonic() - started)
                 return True
             log.debug("NVML still cannot start: %s", again)
-            delay = min(delay * 2, NVML_RETRY_MAX_S)
-        return False
+        return False  # unreachable: the delays never end
 
     def _start_monitor(self) -> None:
         assert self.cfg is not None

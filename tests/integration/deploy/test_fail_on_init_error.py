@@ -24,7 +24,7 @@ from tests.integration.monitor.conftest import create_pod
 from tests.integration.plugin.conftest import PluginProcess
 from tests.unit.deploy import manifests as m
 from tests.unit.monitor.helpers import MIB, UUIDS, add_container, one, parse
-from vgpu.plugin.daemon import NVML_RETRY_FIRST_S
+from vgpu.nvml.backoff import FIRST_S as NVML_RETRY_FIRST_S
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.kubelet import FakeKubelet
 from vgpu.sim.nvml import fakenvml
