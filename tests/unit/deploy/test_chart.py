@@ -548,6 +548,16 @@ def test_chart_version_is_the_package_version():
     assert {k["image"] for k in pod(c.docs())["containers"]} == {f"vgpu:{version}"}
 
 
+def test_a_client_side_install_renders_the_notes():
+    """``helm install --dry-run=client``: the install path (schema, kubeVersion, NOTES.txt) without a cluster."""
+    out = c.run_helm("install", "vgpu", str(c.CHART), "-n", "kube-system", "--dry-run=client").stdout
+    notes = out.split("NOTES:", 1)[1]
+    assert "kubectl get nodes -l nvidia.com/gpu.present=true -o name" in notes
+    assert "waits (failOnInitError=false)" in notes
+    bare = c.run_helm("install", "vgpu", str(c.CHART), "--set", "nodeSelector=null", "--dry-run=client").stdout
+    assert "runs on every node" in bare.split("NOTES:", 1)[1]
+
+
 def test_the_chart_refuses_kubernetes_older_than_1_30():
     """kubeVersion in Chart.yaml: the admission policies and every API used are GA in 1.30."""
     old = c.run_helm(*c.template_cmd(None, ()), "--kube-version", "1.29.0", check=False)
