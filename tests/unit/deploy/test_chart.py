@@ -461,7 +461,14 @@ def test_defaults_select_gpu_nodes_and_tolerate_the_gpu_taint():
     assert opts(d).fail_on_init_error is False and opts(d, "monitor").fail_on_init_error is False
     assert "runtimeClassName" not in pod(d) and "RuntimeClass" not in kinds(d)
     _no_cdi_by_default(d)
-    _socket_probes(d)
+    if DEFAULTS["plugin"]["metrics"]["enabled"]:  # the endpoint's probes (docs/operations.md §2)
+        assert env(d)["VGPU_METRICS_LISTEN"] == f"0.0.0.0:{DEFAULTS['plugin']['metrics']['port']}"
+        assert ctr(d)["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "plugin-metrics"}
+    else:
+        _socket_probes(d)
+    # Either way the other setting is one value away.
+    flipped = c.docs({"plugin": {"metrics": {"enabled": not DEFAULTS["plugin"]["metrics"]["enabled"]}}})
+    assert ("exec" in ctr(flipped)["livenessProbe"]) is DEFAULTS["plugin"]["metrics"]["enabled"]
     assert {"UNHEALTHY_GPU_POLICY", "VGPU_LOG_FORMAT"}.isdisjoint(env(d))
     assert kinds(d) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Service"}
 
