@@ -601,6 +601,10 @@ def _normalised(docs: Docs) -> dict[tuple[str, str], Any]:
     return out
 
 
+def test_the_kustomize_base_is_the_static_manifest():
+    assert _normalised(m.load_docs(m.render_text("base"))) == _normalised(m.single_file_docs())
+
+
 def test_mig_values_render_the_mig_overlay():
     chart = _normalised(c.docs(values_file=str(MIG_VALUES)))
     overlay = _normalised(m.render("overlays/mig"))
