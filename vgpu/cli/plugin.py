@@ -49,6 +49,7 @@ SETTINGS: tuple[Setting, ...] = defaults_from(
             "withdraw: an unhealthy GPU leaves the register annotation until it recovers | "
             "report: it stays there with health=false",
         ),
+        settings.FAIL_ON_INIT_ERROR,
     ),
 )
 
@@ -64,12 +65,18 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> PluginOptions:
-    """Flag > env var (non-empty) > default."""
-    return PluginOptions(**resolve_settings(args, environ, SETTINGS))
+    """Flag > env var (non-empty) > default; ValueError for a value that is not a boolean."""
+    values = resolve_settings(args, environ, SETTINGS)
+    values["fail_on_init_error"] = settings.parse_bool(values["fail_on_init_error"], settings.FAIL_ON_INIT_ERROR)
+    return PluginOptions(**values)
 
 
 def main(args: argparse.Namespace) -> int:
-    opts = resolve(args, os.environ)
+    try:
+        opts = resolve(args, os.environ)
+    except ValueError as exc:
+        log.error("vgpu plugin: %s", exc)
+        return EXIT_CONFIG
     if not opts.node_name:
         log.error("vgpu plugin: the node name is required (--node-name or NODE_NAME)")
         return EXIT_CONFIG
