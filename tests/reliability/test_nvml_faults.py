@@ -59,7 +59,8 @@ def test_nvml_init_fails_at_start_exits_1_then_recovers(tmp_path: pathlib.Path, 
         "nvml-init",
         "nvmlInit fails at start (DRIVER_NOT_LOADED)",
         f"clean exit 1 after {exit_s:.2f} s naming the NVML error and the driver hint (documented; "
-        "failOnInitError-style wait is not implemented); a restart after the driver returns registers "
+        "the default fail-on-init-error=true; false waits and retries instead); a restart after the driver "
+        "returns registers "
         "(recovery = restart → three resources listed)",
         recovery,
         30,

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 
 from vgpu.cli import settings
-from vgpu.cli.checks import StartupError, check_config_file, check_kubeconfig, check_port_free
+from vgpu.cli.checks import EXIT_CONFIG, StartupError, check_config_file, check_kubeconfig, check_port_free
 from vgpu.cli.settings import Setting, add_settings, defaults_from, field_default, resolve_settings, source_of
 from vgpu.configfiles import DEVICE_CONFIG_PATH
 from vgpu.httpserve import ListenAddressError, parse_listen
@@ -30,6 +30,9 @@ SETTINGS: tuple[Setting, ...] = defaults_from(
         settings.KUBECONFIG,
         settings.NVML_LIBRARY,
         settings.DEVICE_CONFIG.with_help("device-config.yaml (MIG info only)"),
+        settings.FAIL_ON_INIT_ERROR.with_help(
+            "exit when NVML cannot start (true), or serve container metrics and retry NVML with backoff (false)"
+        ),
     ),
 )
 
@@ -57,10 +60,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> MonitorOptions:
-    """Flag > env var (non-empty) > default."""
-    return MonitorOptions(
-        legacy_metrics=args.legacy_metrics, hami_metrics=args.hami_metrics, **resolve_settings(args, environ, SETTINGS)
-    )
+    """Flag > env var (non-empty) > default; ValueError for a value that is not a boolean."""
+    values = resolve_settings(args, environ, SETTINGS)
+    values["fail_on_init_error"] = settings.parse_bool(values["fail_on_init_error"], settings.FAIL_ON_INIT_ERROR)
+    return MonitorOptions(legacy_metrics=args.legacy_metrics, hami_metrics=args.hami_metrics, **values)
 
 
 def check(opts: MonitorOptions, args: argparse.Namespace, environ: Mapping[str, str]) -> None:
@@ -78,7 +81,11 @@ def check(opts: MonitorOptions, args: argparse.Namespace, environ: Mapping[str, 
 
 
 def main(args: argparse.Namespace) -> int:
-    opts = resolve(args, os.environ)
+    try:
+        opts = resolve(args, os.environ)
+    except ValueError as exc:
+        log.error("vgpu monitor: %s", exc)
+        return EXIT_CONFIG
     try:
         check(opts, args, os.environ)
     except StartupError as exc:

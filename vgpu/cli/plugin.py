@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 
 from vgpu.cli import settings
-from vgpu.cli.checks import StartupError, check_choice, check_config_file, check_kubeconfig
+from vgpu.cli.checks import EXIT_CONFIG, StartupError, check_choice, check_config_file, check_kubeconfig
 from vgpu.cli.settings import Setting, add_settings, defaults_from, resolve_settings, source_of
 from vgpu.configfiles import DEVICE_CONFIG_PATH, NODE_CONFIG_PATH
 from vgpu.kube.registrar import HandshakeMode
@@ -52,6 +52,7 @@ SETTINGS: tuple[Setting, ...] = defaults_from(
             "withdraw: an unhealthy GPU leaves the register annotation until it recovers | "
             "report: it stays there with health=false",
         ),
+        settings.FAIL_ON_INIT_ERROR,
     ),
 )
 
@@ -67,8 +68,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> PluginOptions:
-    """Flag > env var (non-empty) > default."""
-    return PluginOptions(**resolve_settings(args, environ, SETTINGS))
+    """Flag > env var (non-empty) > default; ValueError for a value that is not a boolean."""
+    values = resolve_settings(args, environ, SETTINGS)
+    values["fail_on_init_error"] = settings.parse_bool(values["fail_on_init_error"], settings.FAIL_ON_INIT_ERROR)
+    return PluginOptions(**values)
 
 
 def check(opts: PluginOptions, args: argparse.Namespace, environ: Mapping[str, str]) -> None:
@@ -83,7 +86,11 @@ def check(opts: PluginOptions, args: argparse.Namespace, environ: Mapping[str, s
 
 
 def main(args: argparse.Namespace) -> int:
-    opts = resolve(args, os.environ)
+    try:
+        opts = resolve(args, os.environ)
+    except ValueError as exc:
+        log.error("vgpu plugin: %s", exc)
+        return EXIT_CONFIG
     try:
         check(opts, args, os.environ)
     except StartupError as exc:

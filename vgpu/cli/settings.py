@@ -78,6 +78,23 @@ DEVICE_CONFIG = Setting(
     "DEVICE_CONFIG",
     "device-config.yaml; a missing file means built-in defaults (a missing directory is an error)",
 )
+FAIL_ON_INIT_ERROR = Setting(
+    "fail_on_init_error",
+    "FAIL_ON_INIT_ERROR",
+    "exit when NVML cannot start (true), or stay up and retry with backoff until it does (false)",
+)
+_TRUE = frozenset({"1", "t", "true", "y", "yes", "on"})
+_FALSE = frozenset({"0", "f", "false", "n", "no", "off"})
+
+
+def parse_bool(value: str | bool, setting: Setting) -> bool:
+    """A boolean setting's value (true/false, 1/0, yes/no, on/off; any case); ValueError names the setting."""
+    if isinstance(value, bool):
+        return value
+    word = value.strip().lower()
+    if word in _TRUE or word in _FALSE:
+        return word in _TRUE
+    raise ValueError(f"{setting.flag} / {setting.env}: {value!r} is not a boolean (true or false)")
 
 
 def field_default(options: type, name: str) -> Any:

@@ -329,7 +329,12 @@ class SelfCollector(Collector):
             [([], 1 if self.pods.synced else 0)],
         )
         host = self.host
-        fam("vgpu_monitor_nvml_up", "1 when NVML was initialised at startup", "gauge", [([], 1 if host else 0)])
+        fam(
+            "vgpu_monitor_nvml_up",
+            "1 when NVML is initialised (0 while the monitor waits for it, fail-on-init-error false)",
+            "gauge",
+            [([], 1 if host else 0)],
+        )
         if host is not None:
             errors, age, stale = host.status()
             fam(

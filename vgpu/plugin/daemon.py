@@ -15,6 +15,11 @@ before anything else.
 
 Exit statuses: 2 invalid configuration (docs/configuration.md §2.3), 1 runtime errors (NVML cannot
 start, the 4 MiB size check, no NVML event set), 0 after a stop signal.
+
+With ``--fail-on-init-error=false`` (docs/configuration.md §5.1) a node whose NVML cannot start, or
+which has no GPU, is not an error: the plugin says why once, registers nothing and retries with
+backoff (vgpu/nvml/backoff.py: 1 s doubling up to 30 s), then starts as usual as soon
+as NVML answers, so a CPU-only node or a driver still loading is no crash loop.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -33,6 +39,7 @@ from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
 from vgpu.httpserve import ListenAddressError, MetricsServer, parse_listen
 from vgpu.kube.registrar import HandshakeMode
 from vgpu.mig.node import MigNode, start_mig_node
+from vgpu.nvml import backoff
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import INIT_HINT, NvmlError
@@ -89,6 +96,7 @@ class PluginOptions:
     cdi_spec_dirs: str = cdi.DEFAULT_SPEC_DIRS
     metrics_listen: str = "127.0.0.1:9395"
     unhealthy_gpu_policy: str = POLICY_WITHDRAW
+    fail_on_init_error: bool = True
 
 
 def default_allocators() -> dict[ResourceKind, Allocator]:
@@ -181,13 +189,13 @@ class PluginDaemon:
         except (ConfigError, cdi.CdiError) as exc:
             log.error("%s", exc)
             return EXIT_CONFIG
-        try:
-            self.all_gpus = discover_gpus(opts.nvml_library)  # its errors name the call and library
-            init_nvml(opts.nvml_library)  # stays initialised for the health loop's lifetime
-        except (NvmlError, RuntimeError) as exc:
-            hint = "" if INIT_HINT in str(exc) else f"; {INIT_HINT}"
-            log.error("NVML cannot start: %s%s", exc, hint)
-            return EXIT_RUNTIME
+        reason = self._open_nvml()
+        if reason is not None:
+            if opts.fail_on_init_error:
+                log.error("NVML cannot start: %s", reason)
+                return EXIT_RUNTIME
+            if not self._wait_for_nvml(reason):
+                return EXIT_OK  # stopped while waiting
         self._nvml_started = True
         driver = buildinfo.read_driver_version(opts.nvml_library)
         self._build_labels = buildinfo.build_labels("plugin", driver, self.environ)
@@ -230,6 +238,38 @@ class PluginDaemon:
         # One notification flips every resource (all three streams re-send together).
         self.health.subscribe(self._on_health_change)
         return EXIT_OK
+
+    def _open_nvml(self) -> str | None:
+        """Discover the GPUs and keep NVML initialised; None, or why NVML cannot serve this node."""
+        try:
+            self.all_gpus = discover_gpus(self.opts.nvml_library)  # its errors name the call and library
+            if not self.all_gpus and not self.opts.fail_on_init_error:
+                return "NVML finds no GPU on this node"
+            init_nvml(self.opts.nvml_library)  # stays initialised for the health loop's lifetime
+        except (NvmlError, RuntimeError) as exc:
+            hint = "" if INIT_HINT in str(exc) else f"; {INIT_HINT}"
+            return f"{exc}{hint}"
+        return None
+
+    def _wait_for_nvml(self, reason: str) -> bool:
+        """fail-on-init-error=false: retry with backoff until NVML serves a GPU; False when stopped first."""
+        log.warning(
+            "NVML cannot start: %s -- not advertising any resource (fail-on-init-error is false); "
+            "retrying every %.0f s to %.0f s until it does",
+            reason,
+            backoff.FIRST_S,
+            backoff.MAX_S,
+        )
+        started = time.monotonic()
+        for delay in backoff.retry_delays():
+            if self.stop_event.wait(delay):
+                return False
+            again = self._open_nvml()
+            if again is None:
+                log.info("NVML is up after %.1f s: starting", time.monotonic() - started)
+                return True
+            log.debug("NVML still cannot start: %s", again)
+        return False  # unreachable: the delays never end
 
     def _start_monitor(self) -> None:
         assert self.cfg is not None
@@ -415,9 +455,10 @@ class PluginDaemon:
 
     def _run(self) -> int:
         status = self.start()
-        if status != EXIT_OK:
+        if status != EXIT_OK or self.plugins is None:  # no plugins: stopped while waiting for NVML
+            if status == EXIT_OK:
+                log.info("vgpu plugin stopped")
             return status
-        assert self.plugins is not None
         worker = threading.Thread(target=self.plugins.run, args=(self.stop_event,), name="vgpu-plugins")
         worker.start()
         try:

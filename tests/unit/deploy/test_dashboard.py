@@ -1,4 +1,4 @@
-"""deploy/grafana/vgpu-dashboard.json: a well-formed Grafana dashboard whose queries name only
+"""deploy/helm/volcano-vgpu/files/vgpu-dashboard.json: a well-formed Grafana dashboard whose queries name only
 families the monitor or the plugin declares.  The integration test tests/integration/deploy compares
 the same names with real scrapes of `vgpu monitor` and `vgpu plugin`."""
 
