@@ -334,14 +334,22 @@ class DemoCluster:
         obj = self.api.store.try_get("nodes", None, name) or {}
         return dict((obj.get("metadata") or {}).get("annotations") or {})
 
-    def check_children(self) -> None:
-        """Raise :class:`ComponentFailed` when a child ended without being asked to."""
-        for node in self.nodes:
-            for child in node.children:
-                if child.proc is not None and child.failed:
-                    raise ComponentFailed(
-                        f"{child.name} exited unexpectedly with status {child.exit_code}:\n{child.log_tail()}"
-                    )
+    def check_children(self, settle_s: float = 1.0) -> None:
+        """Raise :class:`ComponentFailed` when a child ended without being asked to.
+
+        Children that share a cause (a missing NVML) die within moments of each other: once one
+        has failed, the others get ``settle_s`` to end too, and every one that did is reported,
+        in start order, so the report does not depend on which process lost the race."""
+        children = [c for node in self.nodes for c in node.children if c.proc is not None]
+        if not any(c.failed for c in children):
+            return
+        deadline = time.monotonic() + settle_s
+        while time.monotonic() < deadline and any(c.poll() is None for c in children):
+            time.sleep(0.05)
+        failed = [c for c in children if c.failed]
+        raise ComponentFailed(
+            "\n".join(f"{c.name} exited unexpectedly with status {c.exit_code}:\n{c.log_tail()}" for c in failed)
+        )
 
     def descendants(self) -> list[int]:
         return [c.pid for n in self.nodes for c in n.children if c.pid is not None]
