@@ -12,21 +12,15 @@ Where the values come from:
   sets from the HAMi-core commit it was built with (``unknown`` when it is not set);
 - ``python``: the interpreter's ``major.minor.micro``;
 - ``driver_version``: NVML's ``nvmlSystemGetDriverVersion`` read once at startup
-  (``unknown`` when NVML did not start).
+  (``unknown`` when NVML did not start), through :func:`vgpu.nvml.library.read_driver_version`.
 """
 
 from __future__ import annotations
 
-import logging
 import platform
 from collections.abc import Mapping
 
-import pynvml
-
 import vgpu
-from vgpu.nvml.library import init_nvml, pynvml_text
-
-log = logging.getLogger(__name__)
 
 NAME = "vgpu_build_info"
 HELP = "Always 1; the labels name this daemon's build, its HAMi-core commit, Python and the NVIDIA driver"
@@ -40,25 +34,3 @@ def build_labels(daemon: str, driver_version: str | None, environ: Mapping[str, 
     commit = (environ.get(HAMICORE_COMMIT_ENV) or "").strip() or UNKNOWN
     values = (daemon, vgpu.__version__, commit, platform.python_version(), driver_version or UNKNOWN)
     return tuple(zip(LABELS, values, strict=True))
-
-
-def read_driver_version(library: str | None) -> str | None:
-    """The NVIDIA driver version NVML reports, or None (logged) when NVML cannot tell.
-
-    NVML counts initialisations, so this works whether or not the caller holds NVML open.
-    """
-    try:
-        init_nvml(library)
-    except Exception as exc:  # noqa: BLE001 - build info must never stop a daemon
-        log.info("driver version unknown: %s", exc)
-        return None
-    try:
-        return pynvml_text(pynvml.nvmlSystemGetDriverVersion())
-    except pynvml.NVMLError as exc:
-        log.info("driver version unknown: nvmlSystemGetDriverVersion: %s", exc)
-        return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass

@@ -45,6 +45,7 @@ from vgpu.nvml import backoff
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NvmlError
+from vgpu.nvml.library import read_driver_version
 from vgpu.nvml.sampler import Sampler
 
 log = logging.getLogger(__name__)
@@ -181,7 +182,7 @@ class MonitorDaemon:
                 interval_s=o.interval_s,
                 mig=self.mig,
             )
-            driver = buildinfo.read_driver_version(o.nvml_library) if self.host is not None else None
+            driver = read_driver_version(o.nvml_library) if self.host is not None else None
             self.monitor.registry.register(BuildInfoCollector(buildinfo.build_labels("monitor", driver, os.environ)))
             self.monitor.tick()
             self.monitor.start()

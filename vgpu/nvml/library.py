@@ -12,6 +12,7 @@ nvidia-ml-py types stay inside this package.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import threading
 from typing import Any
@@ -19,6 +20,8 @@ from typing import Any
 import pynvml
 
 from vgpu.nvml.errors import INIT_HINT, NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_UNKNOWN, NvmlError, NvmlLibraryError
+
+_log = logging.getLogger(__name__)
 
 ENV_VAR = "VGPU_NVML_LIBRARY"
 SYSTEM_LIBRARY = "libnvidia-ml.so.1"
@@ -80,3 +83,25 @@ def init_nvml(library: str | None = None) -> str:
 def pynvml_text(value: Any) -> str:
     """A string nvidia-ml-py returned: ``bytes`` or ``str`` depending on its version."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def read_driver_version(library: str | None) -> str | None:
+    """The NVIDIA driver version NVML reports, or None (logged) when NVML cannot tell.
+
+    NVML counts initialisations, so this works whether or not the caller holds NVML open.
+    """
+    try:
+        init_nvml(library)
+    except Exception as exc:  # noqa: BLE001 - build info must never stop a daemon
+        _log.info("driver version unknown: %s", exc)
+        return None
+    try:
+        return pynvml_text(pynvml.nvmlSystemGetDriverVersion())
+    except pynvml.NVMLError as exc:
+        _log.info("driver version unknown: nvmlSystemGetDriverVersion: %s", exc)
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass

@@ -44,7 +44,7 @@ from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import INIT_HINT, NvmlError
 from vgpu.nvml.health import GpuHealth, HealthInitError, HealthMonitor, XidPolicy
-from vgpu.nvml.library import init_nvml
+from vgpu.nvml.library import init_nvml, read_driver_version
 from vgpu.plugin.api import KUBELET_SOCKET
 from vgpu.plugin.cdi import DeviceListPolicy
 from vgpu.plugin.cdi_setup import CdiSide
@@ -197,7 +197,7 @@ class PluginDaemon:
             if not self._wait_for_nvml(reason):
                 return EXIT_OK  # stopped while waiting
         self._nvml_started = True
-        driver = buildinfo.read_driver_version(opts.nvml_library)
+        driver = read_driver_version(opts.nvml_library)
         self._build_labels = buildinfo.build_labels("plugin", driver, self.environ)
         try:
             self.gpus = checked_gpus(self.cfg, self.all_gpus)

@@ -23,49 +23,12 @@ from typing import Any
 
 import yaml
 
+from vgpu.nvml.inventory import device_inventory
 from vgpu.sim.nvml.fakenvml import FakeNvml, write_json_atomic
 from vgpu.sim.processes import subprocess_env
 
 CDI_VERSION = "0.6.0"
 DEFAULT_KIND = "nvidia.com/gpu"
-
-
-def _enumerate() -> tuple[str, list[dict[str, Any]]]:
-    """(driver version, [{index, uuid, minor, migs: [{index, uuid}]}]) from the loaded NVML."""
-    import pynvml
-
-    from vgpu.nvml.library import init_pynvml
-
-    init_pynvml(None)  # VGPU_NVML_LIBRARY: the fake
-    try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            uuid = pynvml.nvmlDeviceGetUUID(h)
-            gpu: dict[str, Any] = {
-                "index": i,
-                "uuid": uuid.decode() if isinstance(uuid, bytes) else str(uuid),
-                "minor": int(pynvml.nvmlDeviceGetMinorNumber(h)),
-                "migs": [],
-            }
-            try:
-                current, _pending = pynvml.nvmlDeviceGetMigMode(h)
-            except pynvml.NVMLError:
-                current = 0
-            if current:
-                for j in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(h)):
-                    try:
-                        m = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
-                    except pynvml.NVMLError:
-                        continue  # NOT_FOUND: no MIG device at this index
-                    mu = pynvml.nvmlDeviceGetUUID(m)
-                    gpu["migs"].append({"index": j, "uuid": mu.decode() if isinstance(mu, bytes) else str(mu)})
-            gpus.append(gpu)
-        return driver, gpus
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def build_spec(driver: str, gpus: Sequence[dict[str, Any]], strategies: Sequence[str], kind: str) -> dict[str, Any]:
@@ -143,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--strategy", action="append", choices=("uuid", "index"))
     p.add_argument("--kind", default=DEFAULT_KIND)
     a = p.parse_args(argv)
-    driver, gpus = _enumerate()
+    driver, gpus = device_inventory(None)  # VGPU_NVML_LIBRARY: the fake
     spec = build_spec(driver, gpus, a.strategy or ["uuid"], a.kind)
     out = pathlib.Path(a.out)
     if out.suffix == ".json":
