@@ -18,10 +18,13 @@ import pytest
 import yaml
 
 from tests.conftest import missing_program
+from vgpu.monitor import families
+from vgpu.plugin import metrics as plugin_metrics
 from vgpu.plugin.responses import FAILURE_REASONS
 
 from . import chart as c
 from . import manifests as m
+from .promql import metric_names
 
 OPERATIONS = m.REPO / "docs" / "operations.md"
 JOB = "volcano-device-plugin-metrics"
@@ -271,11 +274,35 @@ TARGET_ALERTS = {
 }
 
 
-def test_target_alerts_follow_the_scraped_daemons():
-    """An Absent alert for a daemon the chart does not expose would fire forever."""
+# The alerts on each daemon's families (VgpuNvmlDown reads both: it keeps the half that is scraped).
+DAEMON_ALERTS = {
+    "metrics": TARGET_ALERTS["metrics"] | {"VgpuNvmlErrors", "VgpuRegionFilesRejected", "VgpuNvmlSamplesStale"},
+    "plugin-metrics": TARGET_ALERTS["plugin-metrics"] | {"VgpuGpuUnhealthy", "VgpuAllocationFailures"},
+}
+NO_MONITOR = {"monitor": {"enabled": False}}
+NO_PLUGIN_METRICS = {"plugin": {"metrics": {"enabled": False}}}
+
+
+def test_alerts_follow_the_scraped_daemons():
+    """An alert on a daemon the chart does not expose could never fire (an Absent alert would
+    fire forever), so it is left out."""
     everything = set(_alerts())
-    assert everything - _alert_names({"monitor": {"enabled": False}}) == TARGET_ALERTS["metrics"]
-    assert everything - _alert_names({"plugin": {"metrics": {"enabled": False}}}) == TARGET_ALERTS["plugin-metrics"]
+    assert everything == DAEMON_ALERTS["metrics"] | DAEMON_ALERTS["plugin-metrics"] | {"VgpuNvmlDown"}
+    assert everything - _alert_names(NO_MONITOR) == DAEMON_ALERTS["metrics"]
+    assert everything - _alert_names(NO_PLUGIN_METRICS) == DAEMON_ALERTS["plugin-metrics"]
+    d = c.docs({"prometheusRule": {"enabled": True}, **NO_MONITOR, **NO_PLUGIN_METRICS})
+    assert "PrometheusRule" not in {doc["kind"] for doc in d}
+
+
+@pytest.mark.parametrize(
+    "values, expr",
+    [({}, "vgpu_monitor_nvml_up == 0 or vgpu_plugin_nvml_up == 0"), (NO_MONITOR, "vgpu_plugin_nvml_up == 0")]
+    + [(NO_PLUGIN_METRICS, "vgpu_monitor_nvml_up == 0")],
+)
+def test_nvml_down_reads_the_scraped_daemons(values, expr):
+    d = c.docs({"prometheusRule": {"enabled": True}, **values}, show_only=["templates/prometheusrule.yaml"])
+    rule = m.find(d, "PrometheusRule", "volcano-vgpu")["spec"]["groups"][0]["rules"]
+    assert {r["alert"]: r["expr"] for r in rule}["VgpuNvmlDown"] == expr
 
 
 def test_target_alerts_select_the_service_monitor_endpoints():
@@ -307,3 +334,30 @@ def test_the_allocation_failures_runbook_lists_every_reason():
     entry = doc.split("\n### VgpuAllocationFailures\n", 1)[1].split("\n### ", 1)[0]
     listed = set(re.findall(r"^\| `([a-z_]+)` \|", entry, re.M)) - {"reason"}  # less the header
     assert listed == set(FAILURE_REASONS)
+
+
+def _served_on() -> dict[str, str]:
+    """Family name -> the port of the daemon that serves it (Service/ServiceMonitor port names)."""
+    out = {f.name: "metrics" for f in families.ALL}
+    for f in plugin_metrics.FAMILIES:
+        names = {f.name + x for x in ("_bucket", "_sum", "_count")} if f.type == "histogram" else {f.name}
+        out |= dict.fromkeys(names, "plugin-metrics")
+    return out
+
+
+@pytest.mark.parametrize("values", [{}, NO_MONITOR, NO_PLUGIN_METRICS], ids=["both", "no-monitor", "no-plugin-metrics"])
+def test_every_family_an_alert_reads_is_scraped(values):
+    """An alert on a family no endpoint scrapes can never fire: each family an alert reads is
+    served by a daemon whose port the ServiceMonitor scrapes (monitor self-metrics included)."""
+    d = c.docs({"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}, **values})
+    scraped = {e["port"] for e in m.find(d, "ServiceMonitor", "volcano-device-plugin")["spec"]["endpoints"]}
+    served_on = _served_on()
+    read = set()
+    alerts = {r["alert"]: r for g in m.find(d, "PrometheusRule", "volcano-vgpu")["spec"]["groups"] for r in g["rules"]}
+    for alert, rule in alerts.items():
+        for name in metric_names(rule["expr"]) - {"up"}:
+            port = "metrics" if name.startswith("vgpu_monitor_") else served_on.get(name)
+            assert port is not None, f"{alert} reads {name}, which no daemon declares"
+            assert port in scraped, f"{alert} reads {name} from port {port}, which the ServiceMonitor does not scrape"
+            read.add(port)
+    assert read == scraped  # and every scraped daemon has alerts

@@ -514,9 +514,14 @@ def test_defaults_select_gpu_nodes_and_tolerate_the_gpu_taint():
 
 def test_no_metrics_port_means_no_service():
     d = c.docs(
-        {"monitor": {"enabled": False}, "plugin": {"metrics": {"enabled": False}}, "serviceMonitor": {"enabled": True}}
+        {
+            "monitor": {"enabled": False},
+            "plugin": {"metrics": {"enabled": False}},
+            "serviceMonitor": {"enabled": True},
+            "prometheusRule": {"enabled": True},
+        }
     )
-    assert {"Service", "ServiceMonitor"}.isdisjoint(kinds(d))
+    assert {"Service", "ServiceMonitor", "PrometheusRule"}.isdisjoint(kinds(d))
 
 
 def test_an_empty_node_selector_runs_everywhere():
