@@ -110,6 +110,10 @@ def kinds(docs: Docs) -> set[str]:
     return {d["kind"] for d in docs}
 
 
+def service_ports(docs: Docs) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in m.find(docs, "Service", "volcano-device-plugin-metrics")["spec"]["ports"]}
+
+
 def rules(docs: Docs) -> dict[str, dict[str, Any]]:
     rule = m.find(docs, "PrometheusRule", "volcano-vgpu")
     return {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
@@ -154,6 +158,19 @@ def _plugin_metrics(d: Docs) -> None:
     assert k["startupProbe"]["httpGet"] == {"path": "/livez", "port": "plugin-metrics"}
     assert k["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "plugin-metrics"}
     assert k["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "plugin-metrics"}
+    assert service_ports(d)["plugin-metrics"] == {
+        "name": "plugin-metrics",
+        "port": 9400,
+        "targetPort": "plugin-metrics",
+        "protocol": "TCP",
+    }
+
+
+def _no_plugin_metrics(d: Docs) -> None:
+    """Without the plugin's endpoint nothing scrapes it: the Service and the ServiceMonitor cover the monitor only."""
+    _socket_probes(d)
+    assert set(service_ports(d)) == {"metrics"}
+    assert [e["port"] for e in m.find(d, "ServiceMonitor", "volcano-device-plugin")["spec"]["endpoints"]] == ["metrics"]
 
 
 def _socket_probes(d: Docs) -> None:
@@ -173,26 +190,43 @@ def _mig(d: Docs) -> None:
 def _no_monitor(d: Docs) -> None:
     assert [k["name"] for k in pod(d)["containers"]] == ["plugin"]
     assert {v["name"] for v in pod(d)["volumes"]}.isdisjoint({"device-config", "monitor-tmp"})
-    assert "Service" not in kinds(d) and "ServiceMonitor" not in kinds(d)
+    # The plugin's endpoint is still scraped, alone.
+    assert set(service_ports(d)) == {"plugin-metrics"}
+    assert [e["port"] for e in m.find(d, "ServiceMonitor", "volcano-device-plugin")["spec"]["endpoints"]] == [
+        "plugin-metrics"
+    ]
 
 
 def _monitor_port(d: Docs) -> None:
     assert opts(d, "monitor").listen == "0.0.0.0:9500"
     assert ctr(d, "monitor")["ports"][0]["containerPort"] == 9500
-    assert m.find(d, "Service", "volcano-device-plugin-metrics")["spec"]["ports"][0]["port"] == 9500
+    assert service_ports(d)["metrics"]["port"] == 9500
 
 
 def _service_monitor(d: Docs) -> None:
     sm = m.find(d, "ServiceMonitor", "volcano-device-plugin")
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    (ep,) = sm["spec"]["endpoints"]
-    assert (ep["interval"], ep["scrapeTimeout"], ep["honorLabels"]) == ("30s", "10s", True)
+    monitor, plugin = sm["spec"]["endpoints"]
+    # The monitor's container families carry their own namespace/pod/container; the plugin's
+    # families carry none, so the plugin's target labels win (docs/operations.md §2).
+    assert (monitor["port"], monitor["honorLabels"], plugin["port"], plugin["honorLabels"]) == (
+        "metrics",
+        True,
+        "plugin-metrics",
+        False,
+    )
+    for ep in (monitor, plugin):
+        assert (ep["path"], ep["interval"], ep["scrapeTimeout"]) == ("/metrics", "30s", "10s")
+        assert ep["relabelings"] == [
+            {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}
+        ]
 
 
 def _prometheus_rule(d: Docs) -> None:
     r = rules(d)
     assert m.find(d, "PrometheusRule", "volcano-vgpu")["metadata"]["labels"]["release"] == "kps"
-    assert r["VgpuMonitorDown"]["expr"] == 'up{job="gpu-metrics"} == 0'
+    assert r["VgpuMonitorDown"]["expr"] == 'up{job="gpu-metrics",endpoint="metrics"} == 0'
+    assert r["VgpuPluginDown"]["expr"] == 'up{job="gpu-metrics",endpoint="plugin-metrics"} == 0'
     assert r["VgpuAllocationFailures"]["expr"].endswith(">= 7")
     assert r["VgpuNvmlSamplesStale"]["expr"] == "vgpu_monitor_nvml_sample_age_seconds > 120"
 
@@ -336,6 +370,10 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Docs], None]]] = {
         lambda d: _check(env(d)["UNHEALTHY_GPU_POLICY"] == "report"),
     ),
     "plugin-metrics": ({"plugin": {"metrics": {"enabled": True, "port": 9400}}}, _plugin_metrics),
+    "plugin-metrics-off": (
+        {"plugin": {"metrics": {"enabled": False}}, "serviceMonitor": {"enabled": True}},
+        _no_plugin_metrics,
+    ),
     "plugin-extra": (
         {
             "plugin": {
@@ -464,6 +502,7 @@ def test_defaults_select_gpu_nodes_and_tolerate_the_gpu_taint():
     if DEFAULTS["plugin"]["metrics"]["enabled"]:  # the endpoint's probes (docs/operations.md §2)
         assert env(d)["VGPU_METRICS_LISTEN"] == f"0.0.0.0:{DEFAULTS['plugin']['metrics']['port']}"
         assert ctr(d)["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "plugin-metrics"}
+        assert set(service_ports(d)) == {"metrics", "plugin-metrics"}  # both daemons are scraped
     else:
         _socket_probes(d)
     # Either way the other setting is one value away.
@@ -471,6 +510,18 @@ def test_defaults_select_gpu_nodes_and_tolerate_the_gpu_taint():
     assert ("exec" in ctr(flipped)["livenessProbe"]) is DEFAULTS["plugin"]["metrics"]["enabled"]
     assert {"UNHEALTHY_GPU_POLICY", "VGPU_LOG_FORMAT"}.isdisjoint(env(d))
     assert kinds(d) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Service"}
+
+
+def test_no_metrics_port_means_no_service():
+    d = c.docs(
+        {
+            "monitor": {"enabled": False},
+            "plugin": {"metrics": {"enabled": False}},
+            "serviceMonitor": {"enabled": True},
+            "prometheusRule": {"enabled": True},
+        }
+    )
+    assert {"Service", "ServiceMonitor", "PrometheusRule"}.isdisjoint(kinds(d))
 
 
 def test_an_empty_node_selector_runs_everywhere():

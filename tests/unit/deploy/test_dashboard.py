@@ -5,6 +5,7 @@ the same names with real scrapes of `vgpu monitor` and `vgpu plugin`."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -103,3 +104,13 @@ def test_dashboard_names_only_declared_families():
     declared = {f.name for f in families.ALL} | plugin_sample_names()
     for name in queried_metrics():
         assert name in declared or name.startswith("vgpu_monitor_"), f"{name} is not a monitor or plugin family"
+
+
+def test_queries_do_not_depend_on_how_prometheus_names_the_targets():
+    """`job` and `endpoint` are whatever the scrape configuration makes them (the ServiceMonitor's
+    Service name and port names, or a job of the user's, docs/operations.md §6.1): a panel that
+    selected on them would be empty elsewhere.  The plugin's and the monitor's families are told
+    apart by their names, and both carry `instance` and `node`."""
+    for q in queries(dashboard()):
+        assert not re.search(r"\b(job|endpoint)\s*(=|!=|=~|!~)", q), q
+        assert not re.search(r"\b(by|without|on|ignoring)\s*\([^)]*\b(job|endpoint)\b", q), q

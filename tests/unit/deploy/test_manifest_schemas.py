@@ -15,6 +15,9 @@ import pytest
 from kubernetes_validate.utils import all_versions
 from packaging.version import Version
 
+from vgpu.monitor import families
+from vgpu.plugin import metrics as plugin_metrics
+
 from . import manifests as m
 
 MIN_VERSION = Version("1.30")
@@ -104,18 +107,34 @@ def test_servicemonitor_selects_the_metrics_service_and_keeps_workload_labels():
     labels = svc["metadata"]["labels"]
     assert sm["spec"]["selector"]["matchLabels"].items() <= labels.items()
     assert sm["spec"]["namespaceSelector"]["matchNames"] == [svc["metadata"]["namespace"]]
-    (endpoint,) = sm["spec"]["endpoints"]
-    assert endpoint["port"] in {p["name"] for p in svc["spec"]["ports"]}
-    assert endpoint["path"] == "/metrics"
+    endpoints = {e["port"]: e for e in sm["spec"]["endpoints"]}
+    assert set(endpoints) == {p["name"] for p in svc["spec"]["ports"]} == {"metrics", "plugin-metrics"}
+    assert {e["path"] for e in endpoints.values()} == {"/metrics"}
     # The container families carry namespace/pod/container of the WORKLOAD: they must win.
-    assert endpoint["honorLabels"] is True
+    assert endpoints["metrics"]["honorLabels"] is True
+    # The plugin's families carry none of the target's labels: the target's own win.
+    assert endpoints["plugin-metrics"]["honorLabels"] is False
 
 
-def test_service_targets_the_monitor_port():
+# What the prometheus-operator and the ServiceMonitor's relabeling attach to every target.
+TARGET_LABELS = {"job", "instance", "namespace", "service", "pod", "container", "endpoint", "node"}
+
+
+def test_the_plugin_families_need_no_honor_labels():
+    """honorLabels is false on the plugin's endpoint: that only keeps every label when no plugin
+    family carries a label the target also has (else it would be renamed exported_*)."""
+    for family in plugin_metrics.FAMILIES:
+        assert TARGET_LABELS.isdisjoint(family.labels), family.name
+    # The monitor's container families do carry them: its endpoint must honour them.
+    assert {"namespace", "pod", "container"} <= set().union(*(f.labels for f in families.ALL))
+
+
+def test_service_targets_the_monitor_and_the_plugin_ports():
     docs = m.single_file_docs()
     svc = m.find(docs, "Service", "volcano-device-plugin-metrics")
     ds = m.daemonset(docs)
     assert svc["spec"]["selector"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
-    (port,) = svc["spec"]["ports"]
-    monitor_ports = {p["name"]: p["containerPort"] for p in m.container(ds, "monitor")["ports"]}
-    assert port["port"] == 9394 and monitor_ports[port["targetPort"]] == 9394
+    ports = {p["name"]: p for p in svc["spec"]["ports"]}
+    for container, name, number in (("monitor", "metrics", 9394), ("plugin", "plugin-metrics", 9395)):
+        container_ports = {p["name"]: p["containerPort"] for p in m.container(ds, container)["ports"]}
+        assert ports[name]["port"] == number and container_ports[ports[name]["targetPort"]] == number

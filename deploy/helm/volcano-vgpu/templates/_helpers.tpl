@@ -23,3 +23,16 @@ app.kubernetes.io/part-of: vgpu
 {{- define "vgpu.pluginUser" -}}
 system:serviceaccount:{{ .Release.Namespace }}:volcano-device-plugin
 {{- end -}}
+
+{{/* What both ServiceMonitor endpoints share: path, interval, timeout and the `node` label. */}}
+{{- define "vgpu.scrapeEndpoint" -}}
+path: /metrics
+interval: {{ .Values.serviceMonitor.interval }}
+{{- with .Values.serviceMonitor.scrapeTimeout }}
+scrapeTimeout: {{ . }}
+{{- end }}
+relabelings:
+- sourceLabels: [__meta_kubernetes_pod_node_name]
+  targetLabel: node
+  action: replace
+{{- end -}}
