@@ -20,4 +20,8 @@ def load() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(FLOORS_LIB))
     lib.region_floor_read.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]
     lib.region_floor_read.restype = ctypes.c_int
+    lib.nvml_floor_open.argtypes = [ctypes.c_char_p]
+    lib.nvml_floor_open.restype = ctypes.c_int
+    lib.nvml_floor_sample.argtypes = []
+    lib.nvml_floor_sample.restype = ctypes.c_long
     return lib
