@@ -50,7 +50,7 @@ def test_keep_alive_scrapes_at_10_100_1000_containers(benchmark, tmp_path):
         for size in SIZES:
             hook = tmp_path / f"hook{size}"
             hook.mkdir()
-            for i in range(size):
+            for _ in range(size):
                 made += 1
                 obj = api.store.create(
                     "pods",
@@ -89,7 +89,8 @@ def test_keep_alive_scrapes_at_10_100_1000_containers(benchmark, tmp_path):
                 mon.terminate()
             rows.append((size, scrape, health, nbytes))
             print(
-                f"\n{size} containers: keep-alive scrape {scrape * 1e3:.2f} ms ({nbytes} bytes), /healthz {health * 1e3:.2f} ms"
+                f"\n{size} containers: keep-alive scrape {scrape * 1e3:.2f} ms ({nbytes} bytes), "
+                f"/healthz {health * 1e3:.2f} ms"
             )
     finally:
         api.stop()
