@@ -58,7 +58,7 @@ def test_initial_message_by_gpus_and_factor(benchmark):
                   f"devices.add {base_s * 1e3:.1f} ms ({base_s / ours_s:.2f}x)")  # fmt: skip
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
     benchmark.extra_info["scaling"] = {
-        "title": "Initial vgpu-memory ListAndWatch message, H200 (143,771 MiB), direct encoding vs protobuf `devices.add`",
+        "title": "Initial vgpu-memory ListAndWatch message, H200 (143,771 MiB): ours vs protobuf `devices.add`",
         "columns": ["GPUs", "Factor", "IDs", "Message", "Ours", "devices.add", "Ratio"],
         "rows": [
             [str(n), f"{f}" + (" (size check)" if p else ""), f"{ids:,}", f"{size / 2**20:.2f} MiB",
