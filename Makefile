@@ -80,16 +80,21 @@ sanitize: install
 # Benchmarks with the gates of benchmarks/gates.toml: writes $(BENCH_OUT)/results.json (pytest-benchmark)
 # and summary.md; fails if a gate fails or (no PYTEST_ARGS) a declared gate did not run.
 BENCH_OUT ?= build/bench
+# PYTEST_ARGS naming benchmark files (benchmarks/test_x.py) runs only those; other arguments (-k ...)
+# apply to the whole benchmarks/ folder.
+BENCH_PATHS = $(if $(filter benchmarks/%,$(PYTEST_ARGS)),,benchmarks)
 bench: install fakenvml floors
-	$(PY) -m benchmarks.run --out $(BENCH_OUT) $(if $(PYTEST_ARGS),,--require-all) -- benchmarks $(PYTEST_ARGS)
+	$(PY) -m benchmarks.run --out $(BENCH_OUT) $(if $(PYTEST_ARGS),,--require-all) -- $(BENCH_PATHS) $(PYTEST_ARGS)
 
 # CI mode: fewer rounds, same gates.
 bench-quick: install fakenvml floors
-	$(PY) -m benchmarks.run --quick --out $(BENCH_OUT)/quick $(if $(PYTEST_ARGS),,--require-all) -- benchmarks -q $(PYTEST_ARGS)
+	$(PY) -m benchmarks.run --quick --out $(BENCH_OUT)/quick $(if $(PYTEST_ARGS),,--require-all) -- $(BENCH_PATHS) -q $(PYTEST_ARGS)
 
 # docs/performance.md: the table of the last full `make bench` (refuses a quick run's summary).
+# BENCH_MERGE=1: a full-rounds run of some benchmarks only (`make bench PYTEST_ARGS=...`) replaces
+# their rows and scaling tables; the page keeps the other rows, and its header names both runs.
 bench-readme: install
-	$(PY) -m benchmarks.summary --page docs/performance.md $(BENCH_OUT)/summary.md
+	$(PY) -m benchmarks.summary --page docs/performance.md $(if $(BENCH_MERGE),--merge) $(BENCH_OUT)/summary.md
 
 # Reliability: the long soak variants (tests marked `soak`, e.g. 1,000 allocate/delete cycles);
 # `make test` runs the short ones.  reliability-readme rewrites the table of docs/reliability.md from
