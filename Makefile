@@ -9,7 +9,7 @@ FAKENVML_SRC := $(wildcard native/fakenvml/*.c) $(wildcard native/fakenvml/*.h) 
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/*.cdef) native/build_native.py
 PYTEST_ARGS ?=
 
-.PHONY: all install fakenvml helm test lint sanitize bench bench-quick bench-readme clean proto manifests demo gpu-smoke gpu-smoke-bundle
+.PHONY: all install fakenvml helm floors test lint sanitize bench bench-quick bench-readme clean proto manifests demo gpu-smoke gpu-smoke-bundle
 
 all: install fakenvml
 
@@ -53,6 +53,16 @@ $(FAKENVML): $(FAKENVML_SRC)
 	$(CC) -O2 -g -fPIC -shared -std=gnu11 -Wall -Wextra -Inative -Wl,-soname,libnvidia-ml.so.1 \
 	    -o $@ $(filter %.c,$(FAKENVML_SRC)) -lpthread -lm
 
+# The physical floors of the hot paths (benchmarks/floors/*.c): the same system calls, in C, loaded
+# by the floor benchmarks through ctypes and timed in turn with ours (floor gates of gates.toml).
+FLOORS := build/floors/libvgpu_floors.so
+FLOORS_SRC := $(wildcard benchmarks/floors/*.c) native/region.h native/nvml_abi.h
+floors: $(FLOORS)
+
+$(FLOORS): $(FLOORS_SRC)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared -std=gnu11 -Wall -Wextra -Inative -o $@ $(filter %.c,$(FLOORS_SRC)) -ldl
+
 # The whole flow on a laptop: fake GPUs, simulated cluster, real plugin and monitor processes
 # (Ctrl-C stops it; DEMO_ARGS="--duration 30" for a scripted run, see `vgpu demo --help`).
 demo: install fakenvml
@@ -80,16 +90,21 @@ sanitize: install
 # Benchmarks with the gates of benchmarks/gates.toml: writes $(BENCH_OUT)/results.json (pytest-benchmark)
 # and summary.md; fails if a gate fails or (no PYTEST_ARGS) a declared gate did not run.
 BENCH_OUT ?= build/bench
-bench: install fakenvml
-	$(PY) -m benchmarks.run --out $(BENCH_OUT) $(if $(PYTEST_ARGS),,--require-all) -- benchmarks $(PYTEST_ARGS)
+# PYTEST_ARGS naming benchmark files (benchmarks/test_x.py) runs only those; other arguments (-k ...)
+# apply to the whole benchmarks/ folder.
+BENCH_PATHS = $(if $(filter benchmarks/%,$(PYTEST_ARGS)),,benchmarks)
+bench: install fakenvml floors
+	$(PY) -m benchmarks.run --out $(BENCH_OUT) $(if $(PYTEST_ARGS),,--require-all) -- $(BENCH_PATHS) $(PYTEST_ARGS)
 
 # CI mode: fewer rounds, same gates.
-bench-quick: install fakenvml
-	$(PY) -m benchmarks.run --quick --out $(BENCH_OUT)/quick $(if $(PYTEST_ARGS),,--require-all) -- benchmarks -q $(PYTEST_ARGS)
+bench-quick: install fakenvml floors
+	$(PY) -m benchmarks.run --quick --out $(BENCH_OUT)/quick $(if $(PYTEST_ARGS),,--require-all) -- $(BENCH_PATHS) -q $(PYTEST_ARGS)
 
 # docs/performance.md: the table of the last full `make bench` (refuses a quick run's summary).
+# BENCH_MERGE=1: a full-rounds run of some benchmarks only (`make bench PYTEST_ARGS=...`) replaces
+# their rows and scaling tables; the page keeps the other rows, and its header names both runs.
 bench-readme: install
-	$(PY) -m benchmarks.summary --page docs/performance.md $(BENCH_OUT)/summary.md
+	$(PY) -m benchmarks.summary --page docs/performance.md $(if $(BENCH_MERGE),--merge) $(BENCH_OUT)/summary.md
 
 # Reliability: the long soak variants (tests marked `soak`, e.g. 1,000 allocate/delete cycles);
 # `make test` runs the short ones.  reliability-readme rewrites the table of docs/reliability.md from
@@ -105,7 +120,7 @@ clean:
 	rm -rf build vgpu/_native*.so vgpu/_native.c *.egg-info
 
 # Read-only smoke test of the NVML layer against the machine's real driver (no MIG changes).
-gpu-smoke: install
+gpu-smoke: install floors
 	$(PY) -m benchmarks.gpu_smoke
 
 # What a GPU machine without network needs to build the cffi extension for its own Python

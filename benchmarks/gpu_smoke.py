@@ -3,12 +3,15 @@
 Run it on a GPU machine to check what the tests can only check against the fake library:
 discovery through nvidia-ml-py, one native sample per device cross-checked against the same
 reads through nvidia-ml-py, the cost of a sample on both paths, and the MIG state and profile
-table of every MIG-capable GPU.
+table of every MIG-capable GPU.  With the floor programs built (``make floors``; ``make gpu-smoke``
+builds them) it also times the sampler against its C floor (benchmarks/floors/nvml_floor.c: the
+same NVML calls, nothing else) on this library, and, in a child process, on the fake NVML with
+8 GPUs x 16 processes, so the real-driver ratio is printed next to the fake's.
 
 It only READS: it never changes MIG mode, never creates or destroys instances, never resets
 a GPU (a test asserts that the mutating MIG calls appear nowhere in this module).
 
-    python -m benchmarks.gpu_smoke [--nvml-library PATH] [--rounds N] [--json]
+    python -m benchmarks.gpu_smoke [--nvml-library PATH] [--rounds N] [--json] [--no-fake]
 """
 
 from __future__ import annotations
@@ -16,14 +19,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import pathlib
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pynvml
 
+from benchmarks import floors
 from benchmarks.baselines.pynvml_sampler import PynvmlSampler
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NvmlError
@@ -40,6 +48,68 @@ def _median_us(fn: Callable[[], Any], n: int) -> float:
         fn()
         samples.append(time.perf_counter() - t0)
     return statistics.median(samples) * 1e6
+
+
+def _interleaved_us(ours: Callable[[], Any], floor: Callable[[], Any], n: int) -> tuple[float, float]:
+    ours()
+    floor()
+    a, b = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        ours()
+        t1 = time.perf_counter()
+        floor()
+        t2 = time.perf_counter()
+        a.append(t1 - t0)
+        b.append(t2 - t1)
+    return statistics.median(a) * 1e6, statistics.median(b) * 1e6
+
+
+def floor_report(library: str, sampler: Sampler, rounds: int) -> dict[str, Any]:
+    """The sampler against its C floor on ``library`` (read-only NVML queries only)."""
+    try:
+        flib = floors.load()
+    except (FileNotFoundError, OSError) as exc:
+        return {"error": str(exc)}
+    if flib.nvml_floor_open(library.encode()) < 0:
+        return {"error": f"the floor could not open {library}"}
+    into_us, floor_a = _interleaved_us(sampler.sample_into, flib.nvml_floor_sample, rounds)
+    sample_us, floor_b = _interleaved_us(sampler.sample, flib.nvml_floor_sample, rounds)
+    return {
+        "floor_us": round(min(floor_a, floor_b), 1),
+        "sample_into_us": round(into_us, 1),
+        "sample_us": round(sample_us, 1),
+        "sample_into_vs_floor": round(into_us / floor_a, 2),
+        "sample_vs_floor": round(sample_us / floor_b, 2),
+    }
+
+
+def fake_floor_report(rounds: int) -> dict[str, Any]:
+    """The same floor comparison on the fake NVML (8 GPUs x 16 processes), in a child process:
+    one process cannot load two libraries named libnvidia-ml.so.1."""
+    from vgpu.sim.nvml import fakenvml
+
+    try:
+        fakenvml.library_path(build=False)
+    except FileNotFoundError as exc:
+        return {"error": str(exc)}
+    with tempfile.TemporaryDirectory(prefix="vgpu-smoke-") as tmp:
+        devices = [
+            fakenvml.device(i, processes=[{"pid": 1000 + 100 * i + k, "used_memory_mib": 256} for k in range(16)])
+            for i in range(8)
+        ]
+        fake = fakenvml.FakeNvml.create(pathlib.Path(tmp), devices)
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.gpu_smoke", "--floor-only", "--json", "--rounds", str(rounds),
+             "--nvml-library", str(fake.library)],
+            env={**os.environ, **fake.env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # fmt: skip
+    if out.returncode != 0:
+        return {"error": out.stderr.strip()[-500:]}
+    return dict(json.loads(out.stdout))
 
 
 def _mig_report(mig: MigNvml, index: int) -> dict[str, Any]:
@@ -71,7 +141,13 @@ def _mig_report(mig: MigNvml, index: int) -> dict[str, Any]:
     return out
 
 
-def run(library: str | None = None, rounds: int = 200) -> dict[str, Any]:
+def run_floor_only(library: str | None, rounds: int) -> dict[str, Any]:
+    lib = resolve_library(library)
+    with Sampler(lib) as sampler:
+        return {"library": lib, **floor_report(lib, sampler, rounds)}
+
+
+def run(library: str | None = None, rounds: int = 200, *, compare_fake: bool = True) -> dict[str, Any]:
     """Collect the report; raises NvmlError when NVML cannot start at all."""
     lib = resolve_library(library)
     report: dict[str, Any] = {"library": lib}
@@ -107,6 +183,7 @@ def run(library: str | None = None, rounds: int = 200) -> dict[str, Any]:
             into_us = _median_us(sampler.sample_into, rounds)
             objects_us = _median_us(sampler.sample, rounds)
             pynvml_us = _median_us(baseline.sample, rounds)
+            report["floor"] = floor_report(lib, sampler, rounds)
         report["timing_us"] = {
             "cffi_sample_into": round(into_us, 1),
             "cffi_sample": round(objects_us, 1),
@@ -122,6 +199,8 @@ def run(library: str | None = None, rounds: int = 200) -> dict[str, Any]:
         report["mig"] = {g.uuid: _mig_report(mig, g.index) for g in gpus if g.mig_capable}
     finally:
         mig.close()
+    if compare_fake:
+        report["floor_fake"] = fake_floor_report(rounds)
     return report
 
 
@@ -132,9 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=200, help="timed rounds per path (default 200)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-fake", action="store_true", help="skip the floor comparison on the fake NVML")
+    parser.add_argument("--floor-only", action="store_true", help=argparse.SUPPRESS)  # the fake's child run
     args = parser.parse_args(argv)
     try:
-        report = run(args.nvml_library, args.rounds)
+        if args.floor_only:
+            json.dump(run_floor_only(args.nvml_library, args.rounds), sys.stdout)
+            print()
+            return 0
+        report = run(args.nvml_library, args.rounds, compare_fake=not args.no_fake)
     except NvmlError as exc:
         print(f"vgpu smoke: NVML failed: {exc}", file=sys.stderr)
         return 1
@@ -157,6 +242,16 @@ def main(argv: list[str] | None = None) -> int:
         f"one sample of all GPUs: cffi {t['cffi_sample_into']} us (dataclasses {t['cffi_sample']} us), "
         f"pynvml {t['pynvml']} us -> {t['ratio_sample_into']}x ({t['ratio_sample']}x)"
     )
+    for what, f in (("this library", report["floor"]), ("fake NVML, 8 GPUs x 16 procs", report.get("floor_fake"))):
+        if not f:
+            continue
+        if "error" in f:
+            print(f"  floor ({what}): {f['error']}")
+        else:
+            print(
+                f"  floor ({what}): {f['floor_us']} us; sample_into {f['sample_into_us']} us = "
+                f"{f['sample_into_vs_floor']}x, sample {f['sample_us']} us = {f['sample_vs_floor']}x"
+            )
     for uuid, m in report["mig"].items():
         names = ", ".join(f"{p['name'] or p['id']}x{p['instances']}" for p in m.get("profiles", []))
         print(f"  MIG {uuid}: mode {m.get('mig_mode')} profiles: {names or m.get('error', 'none')}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,17 +116,90 @@ def render(data: dict[str, Any], gates: dict[str, Gate], *, require_all: bool = 
         + (f"; not run: {', '.join(missing)}" if missing else "")
         + ".",
     ]
+    lines += scaling_tables(data)
     return Summary("\n".join(lines) + "\n", problems)
 
 
-def rewrite_page(page: str, summary_md: str) -> str:
-    """Replace the block between the markers; the markers must exist exactly once, in order."""
+def scaling_tables(data: dict[str, Any]) -> list[str]:
+    """The scaling tables benchmarks left in ``extra_info["scaling"]`` (title, columns, rows)."""
+    out: list[str] = []
+    for b in data.get("benchmarks") or []:
+        table = (b.get("extra_info") or {}).get("scaling")
+        if not table:
+            continue
+        out += [
+            "",
+            f"{SCALING_HEAD}{_cell(table['title'])}",
+            "",
+            f"From `{b.get('fullname', b.get('name', '?'))}`.",
+            "",
+            "| " + " | ".join(_cell(c) for c in table["columns"]) + " |",
+            "|" + "---|" * len(table["columns"]),
+            *("| " + " | ".join(_cell(str(c)) for c in row) + " |" for row in table["rows"]),
+        ]
+    return out
+
+
+SCALING_HEAD = "#### Scaling: "
+_ROW = re.compile(r"^\| `([^`]+)` \|", re.M)
+
+
+def merge_summaries(old_block: str, new_md: str, gate_ids: list[str]) -> str:
+    """One table from two full runs: the new run's rows where it has them, the old block's for the rest.
+
+    For a change that touches some benchmarks only: their rows are re-measured, the others keep
+    the run they came from, and the header names both runs.  Scaling tables come from the new run
+    (the old block's are kept where the new run has none of that title)."""
+    if QUICK_MARK in new_md or QUICK_MARK in old_block:
+        raise ValueError("a quick run's summary cannot go into the Performance page")
+
+    def parts(md: str) -> tuple[str, dict[str, str], dict[str, str]]:
+        head = next((ln for ln in md.splitlines() if ln.startswith("Mode: ")), "")
+        rows = {m.group(1): ln for ln in md.splitlines() if (m := _ROW.match(ln))}
+        tables: dict[str, str] = {}
+        for chunk in md.split(SCALING_HEAD)[1:]:
+            title, _, body = chunk.partition("\n")
+            tables[title] = SCALING_HEAD + title + "\n" + body.rstrip() + "\n"
+        return head, rows, tables
+
+    old_head, old_rows, old_tables = parts(old_block)
+    new_head, new_rows, new_tables = parts(new_md)
+    if not new_head.startswith("Mode: full") or not old_head.startswith("Mode: full"):
+        raise ValueError("both runs must be full runs (make bench, or benchmarks.run without --quick)")
+    missing = [g for g in gate_ids if g not in new_rows and g not in old_rows]
+    if missing:
+        raise ValueError(f"no run measured: {', '.join(missing)}")
+    rows = [new_rows.get(g) or old_rows[g] for g in gate_ids]
+    failed = sum("**FAIL**" in r for r in rows)
+    fresh = sum(g in new_rows for g in gate_ids)
+    lines = [
+        f"Mode: full, two runs. {fresh} rows: {new_head.removeprefix('Mode: full. ')} "
+        f"The other {len(rows) - fresh} rows: {old_head.removeprefix('Mode: full. ')}",
+        "",
+        "| Gate | Measures | Ours (median) | Baseline (median) | Measured | Threshold | Result |",
+        "|---|---|---:|---:|---:|---:|---|",
+        *rows,
+        "",
+        f"{len(rows)} gate results: {len(rows) - failed} passed, {failed} failed.",
+    ]
+    tables = {**old_tables, **new_tables}
+    for title in tables:
+        lines += ["", tables[title].rstrip()]
+    return "\n".join(lines) + "\n"
+
+
+def rewrite_page(page: str, summary_md: str, *, merge: bool = False) -> str:
+    """Replace the block between the markers; the markers must exist exactly once, in order.
+
+    ``merge``: keep the block's rows for the gates ``summary_md`` does not have (:func:`merge_summaries`)."""
     if QUICK_MARK in summary_md:
         raise ValueError("this summary comes from a quick run; the Performance page shows a full run (make bench)")
     if page.count(BEGIN) != 1 or page.count(END) != 1 or page.index(BEGIN) > page.index(END):
         raise ValueError(f"the page must contain the markers once each, in order:\n{BEGIN}\n{END}")
     head, rest = page.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
+    old, tail = rest.split(END, 1)
+    if merge:
+        summary_md = merge_summaries(old, summary_md, list(load_gates()))
     return f"{head}{BEGIN}\n{summary_md.rstrip()}\n{END}{tail}"
 
 
@@ -137,11 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--page", help="rewrite this docs page's generated block (docs/performance.md) from the summary SOURCE"
     )
+    ap.add_argument(
+        "--merge", action="store_true", help="with --page: keep the page's rows for gates SOURCE did not run"
+    )
     args = ap.parse_args(argv)
     if args.page:
         page = Path(args.page)
         try:
-            text = rewrite_page(page.read_text(), Path(args.source).read_text())
+            text = rewrite_page(page.read_text(), Path(args.source).read_text(), merge=args.merge)
         except (OSError, ValueError) as exc:
             print(f"bench-readme: {exc}", file=sys.stderr)
             return 1

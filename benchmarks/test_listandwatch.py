@@ -4,7 +4,8 @@ vgpu-memory is the big list: 8 × 35,942 = 287,536 devices.  Two costs matter:
 
 1. Building the message from nothing (plugin start, first health state).  Ours: encode
    each GPU's block directly to wire bytes (vgpu/plugin/listwatch.py).  Baseline: the
-   straightforward protobuf way — a Device object per ID, then SerializeToString.
+   fastest protobuf path (``devices.add`` into one message, then SerializeToString), what a
+   competent engineer would write; the Device-object-per-ID way is timed and reported too.
 2. Re-sending after a health change (one GPU flips).  Ours: join the cached per-GPU
    blocks (each GPU's block is encoded once per health state).  Baseline: the fastest
    protobuf path we know (``devices.add`` into one message, then serialise), rebuilt per
@@ -20,7 +21,7 @@ measures encoding.
 
 from __future__ import annotations
 
-from benchmarks.conftest import ratio_gate, rounds
+from benchmarks.conftest import median_time, ratio_gate, rounds
 from vgpu.config.model import DeviceConfig, EffectiveConfig, NodeConfig
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.health import GpuHealth
@@ -84,14 +85,18 @@ def test_initial_message_encode(benchmark):
         f"{len(payload)} bytes ({len(payload) / KUBELET_MAX_RECEIVE_BYTES:.0%} of the 4 MiB limit; "
         f"factor 6: {at6} bytes)"
     )
+    assert payload == _protobuf_add(all_ids)
     ratio_gate(
         benchmark,
         ours,
-        lambda: _naive_objects(all_ids),
+        lambda: _protobuf_add(all_ids),
         "listandwatch.initial_encode",
-        what="initial message: direct wire encoding vs protobuf Device objects",
+        what="initial message: direct wire encoding vs protobuf devices.add",
         n=rounds(20),
     )
+    objects_s = median_time(lambda: _naive_objects(all_ids), rounds(10))
+    benchmark.extra_info["device_objects_median_s"] = objects_s
+    print(f"protobuf Device object per ID (not gated): {objects_s * 1e3:.1f} ms")
 
 
 def test_resend_after_health_change(benchmark):

@@ -230,6 +230,7 @@ int main(int argc, char **argv) {
         close(out);
         vgpu_region_error_t err;
         int fd = vgpu_region_open(dirfd, s->path, 0, &err);
+        memset(&s->baseline, 0, sizeof s->baseline); /* the reader fills devices[0, device_num) only */
         if (fd < 0 || vgpu_region_read(fd, 0, &s->baseline, &err) < 0) {
             fprintf(stderr, "region_fuzz: seed %s does not decode: %s\n", src, err.message);
             return 3;
@@ -326,6 +327,7 @@ int main(int argc, char **argv) {
             for (int k = 0; k < nseeds; k++) {
                 vgpu_region_error_t err;
                 vgpu_region_summary_t sum;
+                memset(&sum, 0, sizeof sum);
                 int rfd = vgpu_region_open(dirfd, seeds[k].path, 0, &err);
                 CHECK(rfd >= 0 && vgpu_region_read(rfd, 0, &sum, &err) == 0, "seed %d no longer decodes", k);
                 if (rfd >= 0) close(rfd);

@@ -345,19 +345,47 @@ def _uuid(raw: bytes) -> str:
     return text
 
 
+_unpack_head = _HEAD.unpack_from
+_iter_devices = _DEV.iter_unpack
+_VERSIONED: Final = frozenset(int(x) for x in Layout if int(x) >= 3)  # v1.x and interim carry version fields
+
+
 def _snapshot(buf: memoryview, path: str) -> RegionSnapshot:
-    """Build the snapshot from the raw bytes of a ``vgpu_region_summary_t``."""
-    h = _HEAD.unpack_from(buf)
+    """Build the snapshot from the raw bytes of a ``vgpu_region_summary_t``.
+
+    The common case (no anomaly, a versioned layout) is built inline, with no further call;
+    the rest goes through :func:`snapshot_from_summary`, which words the anomalies."""
+    h = _unpack_head(buf)
     new = tuple.__new__
     devices = []
     invalid = []
-    for d, dv in enumerate(_DEV.iter_unpack(buf[_DEV_OFF : _DEV_OFF + h[_DEVICE_NUM] * _DEV_SIZE])):
+    d = 0
+    for dv in _iter_devices(buf[_DEV_OFF : _DEV_OFF + h[_DEVICE_NUM] * _DEV_SIZE]):
         state = dv[0]
         if state == 1:  # VGPU_REGION_UUID_VALID: NUL-terminated printable ASCII (checked in C)
             devices.append(new(DeviceUsage, (d, _uuid(dv[1])) + dv[2:]))
         elif state == 2:
             invalid.append(d)
-    return snapshot_from_summary(h, devices, invalid, path)
+        d += 1
+    if h[_ANOMALIES] or h[_LAYOUT] not in _VERSIONED:
+        return snapshot_from_summary(h, devices, invalid, path)
+    return new(
+        RegionSnapshot,
+        (path, _LAYOUTS[h[_LAYOUT]], h[_MAJOR], h[_MINOR])
+        + h[_FILE_SIZE:_LAST_KERNEL]
+        + (
+            h[_LAST_KERNEL] if h[_HAS_LAST_KERNEL] else None,
+            h[_SEQLOCKED] == 1,
+            h[21:37],
+            h[37:53],
+            tuple(devices),
+            tuple(invalid),
+            (),
+            h[_PREADS],
+            h[_BYTES],
+            False,
+        ),
+    )
 
 
 def snapshot_from_summary(
@@ -404,6 +432,9 @@ def snapshot_from_summary(
             False,
         ),
     )
+
+
+_read = lib.vgpu_region_read
 
 
 class Region:
@@ -470,12 +501,15 @@ class Region:
         the last consistent read of this Region, marked ``last_good``; with none yet, the sums of
         the slots that did settle.
         """
-        if lib.vgpu_region_read(self.fileno(), self._hint, self._out, self._err) < 0:
+        fd = self._fd
+        if fd < 0:
+            raise RegionError(RegionErrorCode.CLOSED, self.path, "region is closed")
+        if _read(fd, self._hint, self._out, self._err) < 0:
             self._hint = 0
             raise _error(self._err, self.path)
         snap = _snapshot(self._buf, self.path)
-        self._hint = snap.layout
-        if not snap.skipped_slots:
+        self._hint = snap[1]  # layout
+        if not snap[10]:  # skipped_slots
             self._good = snap
             return snap
         self.torn_reads += 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ Listener = Callable[[str, Obj], None]
 
 BACKOFF_FIRST_S = 0.2
 BACKOFF_CAP_S = 5.0
+CHANGE_LOG = 4096  # keys of the last changes kept for changed_since(); older readers re-read everything
 
 
 def resource_version_of(obj: Obj) -> str:
@@ -88,6 +90,8 @@ class WatchCache:
         self.lists = 0  # LISTs done (initial + resyncs), for logs and tests
         self.watch_errors = 0
         self.version = 0  # bumps on every change; tests wait on it
+        self._log: deque[tuple[int, str]] = deque(maxlen=CHANGE_LOG)  # (version after, key) per change
+        self._log_floor = 0  # changed_since() answers for versions >= this (a LIST resets it)
 
     # ---------------------------------------------------------------- reading
 
@@ -103,6 +107,25 @@ class WatchCache:
     def keys(self) -> set[str]:
         with self._lock:
             return set(self._objects)
+
+    def changed_since(self, version: int) -> tuple[int, dict[str, Obj | None]] | None:
+        """(current version, {key: object, or None when gone}) of what changed after ``version``.
+
+        None when the change log does not reach back that far (a re-LIST, or more than
+        ``CHANGE_LOG`` changes since): read :meth:`items` instead.  Lets a reader keep an index
+        of the objects that costs per change, not per object.
+        """
+        with self._lock:
+            if version < self._log_floor or version > self.version:
+                return None
+            if version < self.version and (not self._log or self._log[0][0] > version + 1):
+                return None
+            keys: set[str] = set()
+            for v, k in reversed(self._log):
+                if v <= version:
+                    break
+                keys.add(k)
+            return self.version, {k: self._objects.get(k) for k in keys}
 
     @property
     def synced(self) -> bool:
@@ -161,6 +184,7 @@ class WatchCache:
                     return False
                 self._objects[key] = obj
             self.version += 1
+            self._log.append((self.version, key))
             self.changed.notify_all()
         self._notify(kind, obj)
         return True
@@ -200,6 +224,8 @@ class WatchCache:
             self._synced = True
             self.lists += 1
             self.version += 1
+            self._log.clear()
+            self._log_floor = self.version
             self.changed.notify_all()
         for obj in removed:
             self._notify("DELETED", obj)

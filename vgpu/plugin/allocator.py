@@ -175,7 +175,7 @@ class VolcanoAllocator:
     def _allocate(self, resource: ResourceManager, ids: list[str]) -> pb.ContainerAllocateResponse:
         kind, n, uuid_of = resource.kind, len(ids), gpu_of(resource)
         malformed: list[matching.Malformed] = []
-        cands = self._candidates(self._views(), kind, n, malformed)
+        cands = self._candidates(self._waiting_views(), kind, n, malformed)
         why = matching.relist(cands, kind, ids, uuid_of, self._active)
         if why is not None:  # step 2: one node-scoped LIST, then look again
             with self.client.deadline(OPTIONAL_BUDGET_S if why == matching.RELIST_MISMATCH else ALLOCATE_BUDGET_S):
@@ -326,6 +326,12 @@ class VolcanoAllocator:
     def _views(self) -> list[PodView]:
         views = self.pods.current(ResourceNames.from_config(self.config()))
         self.journal.keep_only(v.uid for v in views)
+        return views
+
+    def _waiting_views(self) -> list[PodView]:
+        """The pods an Allocate may be for (allocating, or tombstoned here): an index, not a scan."""
+        views = self.pods.waiting(ResourceNames.from_config(self.config()), self.journal.tombstoned_uids())
+        self.journal.keep_only(self.pods.uids())
         return views
 
     def _resynced_views(self) -> list[PodView]:

@@ -23,7 +23,7 @@ Pure functions over the pod model (:mod:`vgpu.protocol.pod_model`) and the alloc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from vgpu.config.model import MODE_HAMI_CORE
@@ -76,9 +76,14 @@ class Journal:
             self._pods[view.uid] = st
         return st
 
+    def tombstoned_uids(self) -> list[str]:
+        return [u for u, st in self._pods.items() if st.tombstoned]
+
     def keep_only(self, uids: Iterable[str]) -> None:
-        """Forget pods that left the cache (their journal and tombstone go too)."""
-        keep = set(uids)
+        """Forget pods that left the cache (their journal and tombstone go too).
+
+        Costs the journal's size when ``uids`` is a set or a dict's keys (no copy)."""
+        keep = uids if isinstance(uids, Set) else set(uids)
         for uid in [u for u in self._pods if u not in keep]:
             del self._pods[uid]
 
