@@ -42,7 +42,7 @@ from vgpu.plugin.api import pb
 from vgpu.plugin.devices import ResourceKind
 from vgpu.plugin.mig_seam import MigApplier, mig_visible_devices
 from vgpu.plugin.pod_writes import PodWriter
-from vgpu.plugin.preference import gpu_of, id_order, preferred_ids
+from vgpu.plugin.preference import gpu_of, id_order, numa_of, preferred_ids
 from vgpu.plugin.responses import AllocationError, container_response
 from vgpu.plugin.shortage import KubeletShortage
 from vgpu.protocol import ContainerDevice, keys
@@ -126,7 +126,7 @@ class VolcanoAllocator:
     def preferred_allocation(
         self, resource: ResourceManager, request: pb.PreferredAllocationRequest
     ) -> pb.PreferredAllocationResponse:
-        key, uuid_of, out = id_order(resource), gpu_of(resource), []
+        key, uuid_of, node_of, out = id_order(resource), gpu_of(resource), numa_of(resource), []
         with self.client.deadline(OPTIONAL_BUDGET_S), self._lock:
             views = self._views()
             for r in request.container_requests:
@@ -153,7 +153,13 @@ class VolcanoAllocator:
                 out.append(
                     pb.ContainerPreferredAllocationResponse(
                         deviceIDs=preferred_ids(
-                            r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size, key, targets, uuid_of
+                            r.available_deviceIDs,
+                            r.must_include_deviceIDs,
+                            r.allocation_size,
+                            key,
+                            targets,
+                            uuid_of,
+                            node_of,
                         )
                     )
                 )
