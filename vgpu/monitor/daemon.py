@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass
 from types import FrameType
 
+from vgpu.config.device_config import default_device_config
 from vgpu.config.loader import effective_config, log_warnings
 from vgpu.config.model import ConfigError, DeviceConfig, NodeConfig
 from vgpu.configfiles import DEVICE_CONFIG_PATH, load_device_config
@@ -31,6 +32,7 @@ from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
 from vgpu.kube.client import KubeClient, KubeConfigError
 from vgpu.mig.errors import MigError
 from vgpu.mig.manager import MigManager
+from vgpu.monitor.allocation import Capacity
 from vgpu.monitor.core import INTERVAL_S, Monitor
 from vgpu.monitor.host import DEFAULT_BOUND_S, HostGpu, HostSource
 from vgpu.monitor.mig_info import MigInfoSource
@@ -110,6 +112,14 @@ def open_mig_source(
     return MigInfoSource(pods, manager, bound_s=bound_s).start()
 
 
+def allocation_capacity(device: DeviceConfig | None) -> Capacity:
+    """Per-GPU capacities of the allocation families from ``--device-config`` (defaults when invalid)."""
+    d = device or default_device_config()
+    return Capacity(
+        memory_factor=d.gpu_memory_factor, cores=int(100 * d.device_core_scaling), shares=d.device_split_count
+    )
+
+
 class MonitorDaemon:
     def __init__(self, opts: MonitorOptions):
         self.opts = opts
@@ -164,6 +174,7 @@ class MonitorDaemon:
                 hami=o.hami_metrics,
                 interval_s=o.interval_s,
                 mig=self.mig,
+                capacity=allocation_capacity(device),
             )
             self.monitor.tick()
             self.monitor.start()
