@@ -44,7 +44,7 @@ def test_number_and_cores_devices_carry_their_gpus_numa_node(tmp_path, kubelet, 
         assert msg.devices, socket
         for d in msg.devices:
             gpu = next(i for i, u in enumerate(uuids) if d.ID.startswith((f"{u}-", f"{i}-")))
-            want = None if socket == SOCKETS[1] else NUMA[gpu]  # vgpu-memory: no topology (§7.4)
+            want = None if socket == SOCKETS[1] else NUMA[gpu]  # vgpu-memory: none (docs/kubelet-api.md §7.4)
             if want is None:
                 assert not d.HasField("topology"), (socket, d.ID)
             else:
