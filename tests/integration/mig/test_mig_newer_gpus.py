@@ -23,9 +23,9 @@ from vgpu.config.mig_defaults import SHIPPED_MIG_GEOMETRIES, geometries_as_data
 from vgpu.protocol import decode_register, keys
 from vgpu.sim.nvml import fakenvml
 
-from .test_mig_apply import check_layout
 from .conftest import MigChild
-from .test_mig_e2e import G, NODE_CONFIG, mig_pod, slot_of
+from .test_mig_apply import check_layout
+from .test_mig_e2e import NODE_CONFIG, G, mig_pod, slot_of
 
 # model -> (NVML name, memory.total MiB, 1g profile, 2g profile, their nominal sizes: docs/mig.md §3)
 MODELS = {
