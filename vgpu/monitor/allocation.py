@@ -6,7 +6,8 @@ what a container uses, the scheduler's assignment says what it was given.  The c
 the plugin registers for each GPU: NVML's memory rounded down to whole ``gpuMemoryFactor`` units,
 ``100 × deviceCoreScaling`` cores and ``deviceSplitCount`` shares, from ``--device-config``.
 
-A scrape walks the pod index once: O(#pods + #GPUs), no API call.
+A scrape walks the pod index once: O(#pods + #GPUs), no API call; each pod's lines are rendered
+once per watch event (the index replaces its ``PodInfo`` object) and reused by later scrapes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from prometheus_client.registry import Collector
 from vgpu.monitor import families as F
 from vgpu.monitor.exposition import RenderedFamily, label_text
 from vgpu.monitor.host import HostGpu
-from vgpu.monitor.pods import PodLookup
+from vgpu.monitor.pods import PodInfo, PodLookup
 
 MIB = 1 << 20
 _Z = f",{F.ZONE}}} "
@@ -32,6 +33,19 @@ class Capacity:
     memory_factor: int = 1
     cores: int = 100
     shares: int = 10
+
+
+_CACHE_CAP = 4096  # pods whose rendered rows are kept (a node runs far fewer)
+
+
+@dataclass(frozen=True, slots=True)
+class _PodRows:
+    """One pod's allocation: per GPU (MiB, cores, container devices) and its rendered lines."""
+
+    pod: PodInfo
+    per_gpu: dict[str, tuple[int, int, int]]
+    hami: list[tuple[str, str]]
+    legacy: list[tuple[str, str]]
 
 
 @dataclass(slots=True)
@@ -60,6 +74,7 @@ class AllocationCollector(Collector):
         self.capacity = capacity
         self.legacy = legacy
         self.hami = hami
+        self._cache: dict[str, _PodRows] = {}  # pod UID -> rows of the PodInfo object last seen
         self._gpu_labels = {
             g.uuid: (
                 label_text(
@@ -72,36 +87,61 @@ class AllocationCollector(Collector):
             for g in self.gpus
         }
 
-    def totals(self) -> tuple[dict[str, _GpuTotals], list[tuple[tuple[str, ...], int, int]]]:
-        """(per GPU UUID totals, per container and GPU (label values, memory bytes, cores)).
-
-        A container holding two MIG slots of one GPU has one row for that GPU with their sum.
-        """
-        per_gpu = {g.uuid: _GpuTotals() for g in self.gpus}
-        per_ctr: dict[tuple[str, ...], list[int]] = {}
+    def _pod_rows(self, pod: PodInfo) -> _PodRows:
+        """What one pod contributes, rendered once per pod object (a watch event makes a new one)."""
+        cached = self._cache.get(pod.uid)
+        if cached is not None and cached.pod is pod:
+            return cached
         factor = self.capacity.memory_factor
-        for pod in self.pods.pods():
-            if not pod.allocates:
-                continue
-            for container, devices in pod.devices.items():
-                index = str(pod.container_index.get(container, ""))
-                for d in devices:
-                    mib = d.usedmem * factor
-                    t = per_gpu.get(d.uuid)
-                    if t is None:
-                        t = per_gpu[d.uuid] = _GpuTotals()  # a GPU NVML did not list: still counted
-                    t.memory_mib += mib
-                    t.cores += d.usedcores
-                    t.shared += 1
-                    row = per_ctr.setdefault((pod.namespace, pod.name, index, d.uuid, container), [0, 0])
-                    row[0] += mib * MIB
-                    row[1] += d.usedcores
-        return per_gpu, sorted((key, mem, cores) for key, (mem, cores) in per_ctr.items())
+        per_ctr: dict[tuple[str, ...], list[int]] = {}
+        per_gpu: dict[str, list[int]] = {}
+        for container, devices in pod.devices.items():
+            index = str(pod.container_index.get(container, ""))
+            for d in devices:
+                mib = d.usedmem * factor
+                g = per_gpu.setdefault(d.uuid, [0, 0, 0])
+                g[0] += mib
+                g[1] += d.usedcores
+                g[2] += 1
+                row = per_ctr.setdefault((pod.namespace, self.node, pod.name, index, d.uuid, container), [0, 0])
+                row[0] += mib * MIB
+                row[1] += d.usedcores
+        hami: list[tuple[str, str]] = []
+        legacy: list[tuple[str, str]] = []
+        for values, (mem, cores) in sorted(per_ctr.items()):
+            ham = label_text(zip(F.HAMI_VGPU_MEMORY_ALLOCATED.labels, values, strict=True))
+            leg = label_text(zip(F.LEGACY_VGPU_MEMORY_ALLOCATED.labels, values, strict=True))
+            hami.append(
+                (
+                    f"hami_vgpu_memory_allocated_bytes{{{ham}{_Z}{mem}\n",
+                    f"hami_vgpu_core_allocated_ratio{{{ham}{_Z}{cores}\n",
+                )
+            )
+            legacy.append((f"vGPUMemoryAllocated{{{leg}{_Z}{mem}\n", f"vGPUCoreAllocated{{{leg}{_Z}{cores}\n"))
+        rows = _PodRows(pod, {u: (m, c, n) for u, (m, c, n) in per_gpu.items()}, hami, legacy)
+        if len(self._cache) >= _CACHE_CAP:
+            self._cache.clear()
+        self._cache[pod.uid] = rows
+        return rows
+
+    def totals(self) -> tuple[dict[str, _GpuTotals], list[_PodRows]]:
+        """(per GPU UUID totals, the rows of every pod that counts)."""
+        per_gpu = {g.uuid: _GpuTotals() for g in self.gpus}
+        pods = [self._pod_rows(p) for p in self.pods.pods() if p.allocates]
+        for rows in pods:
+            for uuid, (mib, cores, shared) in rows.per_gpu.items():
+                t = per_gpu.get(uuid)
+                if t is None:
+                    t = per_gpu[uuid] = _GpuTotals()  # a GPU NVML did not list: still counted
+                t.memory_mib += mib
+                t.cores += cores
+                t.shared += shared
+        return per_gpu, pods
 
     def collect(self) -> Iterator[RenderedFamily]:
         if not (self.legacy or self.hami):
             return
-        per_gpu, rows = self.totals()
+        per_gpu, pods = self.totals()
         cap = self.capacity
         h = {f.name: RenderedFamily(f.name, f.help, f.type) for f in F.HAMI_ALLOCATION}
         lg = {f.name: RenderedFamily(f.name, f.help, f.type) for f in F.LEGACY_ALLOCATION}
@@ -121,14 +161,15 @@ class AllocationCollector(Collector):
             self._line(lg, F.LEGACY_GPU_MEMORY_ALLOCATED, f'{leg},devicecores="{cap.cores}"', used)
             self._line(lg, F.LEGACY_GPU_CORE_ALLOCATED, leg, t.cores)
             self._line(lg, F.LEGACY_GPU_SHARED_NUM, leg, t.shared)
-        for (ns, pod, index, uuid, container), mem, cores in rows:
-            values = (ns, self.node, pod, index, uuid, container)
-            ham = label_text(zip(F.HAMI_VGPU_MEMORY_ALLOCATED.labels, values, strict=True))
-            leg = label_text(zip(F.LEGACY_VGPU_MEMORY_ALLOCATED.labels, values, strict=True))
-            self._line(h, F.HAMI_VGPU_MEMORY_ALLOCATED, ham, mem)
-            self._line(h, F.HAMI_VGPU_CORE_ALLOCATED, ham, cores)
-            self._line(lg, F.LEGACY_VGPU_MEMORY_ALLOCATED, leg, mem)
-            self._line(lg, F.LEGACY_VGPU_CORE_ALLOCATED, leg, cores)
+        h_mem, h_core = h[F.HAMI_VGPU_MEMORY_ALLOCATED.name].lines, h[F.HAMI_VGPU_CORE_ALLOCATED.name].lines
+        l_mem, l_core = lg[F.LEGACY_VGPU_MEMORY_ALLOCATED.name].lines, lg[F.LEGACY_VGPU_CORE_ALLOCATED.name].lines
+        for rows in pods:
+            for mem_line, core_line in rows.hami:
+                h_mem.append(mem_line)
+                h_core.append(core_line)
+            for mem_line, core_line in rows.legacy:
+                l_mem.append(mem_line)
+                l_core.append(core_line)
         if self.hami:
             yield from h.values()
         if self.legacy:
