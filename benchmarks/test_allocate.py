@@ -66,7 +66,7 @@ def _pod(name: str, node: str, done: bool) -> dict[str, Any]:
         [
             {
                 "name": "main",
-                "limits": {NUMBER: 1, MEMORY: 4000, CORES: 20},
+                "limits": {NUMBER: 1, MEMORY: 40, CORES: 0},
                 "env": {"MODEL": "resnet50", "BATCH": "64"},
             },
             {"name": "sidecar", "env": {"LOG_LEVEL": "info"}},
@@ -75,7 +75,9 @@ def _pod(name: str, node: str, done: bool) -> dict[str, Any]:
     pod["metadata"]["labels"] = {"app": "train", "job": name.rsplit("-", 1)[0], "volcano.sh/job-name": "train"}
     pod["spec"]["nodeName"] = node
     if done:
-        ann = scheduler_allocation(node, [[ContainerDevice(UUIDS[0], 4000, 20)]], 1_784_884_863)
+        # 100 of them share GPU 0 of this node, within its 8192 memory units and 100 % cores
+        # (the plugin refuses an over-committed GPU, docs/decisions.md decision 11).
+        ann = scheduler_allocation(node, [[ContainerDevice(UUIDS[0], 40, 0)]], 1_784_884_863)
         ann.update(
             {
                 "volcano.sh/bind-phase": "success",

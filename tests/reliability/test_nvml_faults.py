@@ -59,7 +59,8 @@ def test_nvml_init_fails_at_start_exits_1_then_recovers(tmp_path: pathlib.Path, 
         "nvml-init",
         "nvmlInit fails at start (DRIVER_NOT_LOADED)",
         f"clean exit 1 after {exit_s:.2f} s naming the NVML error and the driver hint (documented; "
-        "failOnInitError-style wait is not implemented); a restart after the driver returns registers "
+        "the default fail-on-init-error=true; false waits and retries instead); a restart after the driver "
+        "returns registers "
         "(recovery = restart → three resources listed)",
         recovery,
         30,
@@ -80,7 +81,12 @@ def test_gpu_lost_xid79(fresh_cluster):
         "GPU 0's IDs unhealthy at the kubelet",
     )
     detect = sw.elapsed
-    poll(lambda: ",false," in cluster.node()["metadata"]["annotations"][keys.REGISTER], 10, "register health=false")
+    lost = cluster.nvml.config["devices"][0]["uuid"]
+    poll(  # --unhealthy-gpu-policy withdraw (the default): the GPU leaves the register annotation
+        lambda: lost not in (cluster.node()["metadata"].get("annotations") or {}).get(keys.REGISTER, lost),
+        10,
+        "GPU 0 withdrawn from the register annotation",
+    )
     # The pod holding the lost GPU fails with an Event; a pod on the surviving GPU is served.
     res = cluster.admit("on-lost")
     assert not res.admitted
@@ -95,7 +101,8 @@ def test_gpu_lost_xid79(fresh_cluster):
     record(
         "nvml-xid79",
         "GPU lost (XID 79 on GPU 0)",
-        "GPU 0's IDs turn unhealthy on all resources together, register health=false; its pod is refused; "
+        "GPU 0's IDs turn unhealthy on all resources together, GPU 0 leaves the register annotation; its pod is "
+        "refused; "
         "a pod on GPU 1 is served (measured: XID → kubelet sees unhealthy)",
         detect,
         10,

@@ -77,6 +77,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json", action="store_true", help="write the full report as JSON to stdout (the event log goes to stderr)"
     )
+    p.add_argument(
+        "--device-list-strategy",
+        default="envvar",
+        metavar="STRATEGY[,STRATEGY]",
+        help="the plugins' device-list strategy: envvar, volume-mounts, cdi-annotations, cdi-cri or a comma "
+        "list; with a CDI one each node gets a CDI spec and the runtime's resolution is shown (default envvar)",
+    )
     p.add_argument("--examples", default=None, metavar="DIR", help="sample pod YAMLs (default deploy/examples)")
     p.add_argument(
         "--color",
@@ -106,6 +113,7 @@ def main(args: argparse.Namespace) -> int:
             json_output=args.json,
             examples_dir=args.examples,
             color=args.color,
+            device_list_strategy=args.device_list_strategy,
         )
     except DemoConfigError as exc:
         print(f"vgpu demo: {exc}", file=sys.stderr)

@@ -27,6 +27,9 @@ SETTINGS: tuple[Setting, ...] = defaults_from(
         settings.KUBECONFIG,
         settings.NVML_LIBRARY,
         settings.DEVICE_CONFIG.with_help("device-config.yaml (MIG info only)"),
+        settings.FAIL_ON_INIT_ERROR.with_help(
+            "exit when NVML cannot start (true), or serve container metrics and retry NVML with backoff (false)"
+        ),
     ),
 )
 
@@ -54,14 +57,18 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> MonitorOptions:
-    """Flag > env var (non-empty) > default."""
-    return MonitorOptions(
-        legacy_metrics=args.legacy_metrics, hami_metrics=args.hami_metrics, **resolve_settings(args, environ, SETTINGS)
-    )
+    """Flag > env var (non-empty) > default; ValueError for a value that is not a boolean."""
+    values = resolve_settings(args, environ, SETTINGS)
+    values["fail_on_init_error"] = settings.parse_bool(values["fail_on_init_error"], settings.FAIL_ON_INIT_ERROR)
+    return MonitorOptions(legacy_metrics=args.legacy_metrics, hami_metrics=args.hami_metrics, **values)
 
 
 def main(args: argparse.Namespace) -> int:
-    opts = resolve(args, os.environ)
+    try:
+        opts = resolve(args, os.environ)
+    except ValueError as exc:
+        log.error("vgpu monitor: %s", exc)
+        return EXIT_CONFIG
     if not opts.node_name:
         log.error("vgpu monitor: the node name is required (--node-name or NODE_NAME)")
         return EXIT_CONFIG

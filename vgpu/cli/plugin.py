@@ -29,6 +29,27 @@ SETTINGS: tuple[Setting, ...] = defaults_from(
         settings.KUBECONFIG,
         settings.HOOK_PATH,
         Setting("handshake", "VGPU_HANDSHAKE", "Volcano node handshake: auto | on | off"),
+        Setting(
+            "device_list_strategy",
+            "DEVICE_LIST_STRATEGY",
+            "how device lists reach the runtime: envvar | volume-mounts | cdi-annotations | cdi-cri, or a comma list",
+        ),
+        Setting("cdi_annotation_prefix", "CDI_ANNOTATION_PREFIX", "key prefix of the cdi-annotations annotation"),
+        Setting("cdi_device_name_strategy", "CDI_DEVICE_NAME_STRATEGY", "CDI device names: uuid | index"),
+        Setting("cdi_kind", "CDI_KIND", "CDI vendor/class of the device names"),
+        Setting("cdi_spec_dirs", "CDI_SPEC_DIRS", "comma list of the CDI spec directories the runtime reads"),
+        Setting(
+            "metrics_listen",
+            "VGPU_METRICS_LISTEN",
+            "HOST:PORT of /healthz, /livez and /metrics (loopback only unless you say otherwise)",
+        ),
+        Setting(
+            "unhealthy_gpu_policy",
+            "UNHEALTHY_GPU_POLICY",
+            "withdraw: an unhealthy GPU leaves the register annotation until it recovers | "
+            "report: it stays there with health=false",
+        ),
+        settings.FAIL_ON_INIT_ERROR,
     ),
 )
 
@@ -44,12 +65,18 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> PluginOptions:
-    """Flag > env var (non-empty) > default."""
-    return PluginOptions(**resolve_settings(args, environ, SETTINGS))
+    """Flag > env var (non-empty) > default; ValueError for a value that is not a boolean."""
+    values = resolve_settings(args, environ, SETTINGS)
+    values["fail_on_init_error"] = settings.parse_bool(values["fail_on_init_error"], settings.FAIL_ON_INIT_ERROR)
+    return PluginOptions(**values)
 
 
 def main(args: argparse.Namespace) -> int:
-    opts = resolve(args, os.environ)
+    try:
+        opts = resolve(args, os.environ)
+    except ValueError as exc:
+        log.error("vgpu plugin: %s", exc)
+        return EXIT_CONFIG
     if not opts.node_name:
         log.error("vgpu plugin: the node name is required (--node-name or NODE_NAME)")
         return EXIT_CONFIG

@@ -40,6 +40,23 @@ HOOK_PATH = Setting("hook_path", "HOOK_PATH", "HAMi-core files and the container
 KUBECONFIG = Setting("kubeconfig", "KUBECONFIG", "kubeconfig for the API server (default: in-cluster service account)")
 NVML_LIBRARY = Setting("nvml_library", "VGPU_NVML_LIBRARY", "libnvidia-ml.so.1 to load (default: the system's)")
 DEVICE_CONFIG = Setting("device_config", "DEVICE_CONFIG", "device-config.yaml (missing: built-in defaults)")
+FAIL_ON_INIT_ERROR = Setting(
+    "fail_on_init_error",
+    "FAIL_ON_INIT_ERROR",
+    "exit when NVML cannot start (true), or stay up and retry with backoff until it does (false)",
+)
+_TRUE = frozenset({"1", "t", "true", "y", "yes", "on"})
+_FALSE = frozenset({"0", "f", "false", "n", "no", "off"})
+
+
+def parse_bool(value: str | bool, setting: Setting) -> bool:
+    """A boolean setting's value (true/false, 1/0, yes/no, on/off; any case); ValueError names the setting."""
+    if isinstance(value, bool):
+        return value
+    word = value.strip().lower()
+    if word in _TRUE or word in _FALSE:
+        return word in _TRUE
+    raise ValueError(f"{setting.flag} / {setting.env}: {value!r} is not a boolean (true or false)")
 
 
 def field_default(options: type, name: str) -> Any:

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -193,6 +193,8 @@ class KubeClient:
         self.core = k8s.CoreV1Api(self.api_client)
         self._closed = threading.Event()
         self._local = threading.local()  # per-thread deadline (monotonic), see deadline()
+        self.observe: Callable[[str, bool], None] | None = None
+        """Called with (verb, succeeded) after every request (the plugin's API-write metrics)."""
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None, **kw: Any) -> KubeClient:
@@ -237,6 +239,18 @@ class KubeClient:
     # ---------------------------------------------------------------- plumbing
 
     def _call(self, what: str, fn: Any, *args: Any, timeout: float | None = None, **kw: Any) -> dict[str, Any]:
+        if self.observe is None:
+            return self._request(what, fn, *args, timeout=timeout, **kw)
+        verb = what.partition(" ")[0]  # every `what` starts with its verb: "patch node n1"
+        try:
+            doc = self._request(what, fn, *args, timeout=timeout, **kw)
+        except KubeError:
+            self.observe(verb, False)
+            raise
+        self.observe(verb, True)
+        return doc
+
+    def _request(self, what: str, fn: Any, *args: Any, timeout: float | None = None, **kw: Any) -> dict[str, Any]:
         request_timeout = self._request_timeout(what, timeout)
         try:
             resp = fn(*args, _preload_content=False, _request_timeout=request_timeout, **kw)

@@ -69,23 +69,26 @@ class AllocationCollector(Collector):
         hami: bool = True,
     ):
         self.pods = pods
-        self.gpus = tuple(gpus)
         self.node = node_name
         self.capacity = capacity
         self.legacy = legacy
         self.hami = hami
         self._cache: dict[str, _PodRows] = {}  # pod UID -> rows of the PodInfo object last seen
-        self._gpu_labels = {
-            g.uuid: (
-                label_text(
-                    zip(F.HAMI_GPU_CORE_LIMIT.labels, (node_name, g.uuid, str(g.index), g.device_type), strict=True)
-                ),
-                label_text(
-                    zip(F.LEGACY_GPU_CORE_LIMIT.labels, (node_name, g.uuid, str(g.index), g.device_type), strict=True)
-                ),
+        self.gpus: tuple[HostGpu, ...] = ()
+        self._gpu_labels: dict[str, tuple[str, str]] = {}
+        self.set_gpus(gpus)
+
+    def set_gpus(self, gpus: Sequence[HostGpu]) -> None:
+        """The node's GPUs (at startup, or when NVML starts late): their per-GPU label text, once."""
+        labels = {
+            g.uuid: tuple(
+                label_text(zip(names, (self.node, g.uuid, str(g.index), g.device_type), strict=True))
+                for names in (F.HAMI_GPU_CORE_LIMIT.labels, F.LEGACY_GPU_CORE_LIMIT.labels)
             )
-            for g in self.gpus
+            for g in gpus
         }
+        self._gpu_labels = {**self._gpu_labels, **labels}  # type: ignore[dict-item]
+        self.gpus = tuple(gpus)  # after the labels: a concurrent scrape finds every label it needs
 
     def _pod_rows(self, pod: PodInfo) -> _PodRows:
         """What one pod contributes, rendered once per pod object (a watch event makes a new one)."""
@@ -124,9 +127,10 @@ class AllocationCollector(Collector):
         self._cache[pod.uid] = rows
         return rows
 
-    def totals(self) -> tuple[dict[str, _GpuTotals], list[_PodRows]]:
-        """(per GPU UUID totals, the rows of every pod that counts)."""
-        per_gpu = {g.uuid: _GpuTotals() for g in self.gpus}
+    def totals(self, gpus: Sequence[HostGpu] | None = None) -> tuple[dict[str, _GpuTotals], list[_PodRows]]:
+        """(per GPU UUID totals, the rows of every pod that counts); ``gpus`` defaults to the node's."""
+        gpus = self.gpus if gpus is None else gpus
+        per_gpu = {g.uuid: _GpuTotals() for g in gpus}
         pods = [self._pod_rows(p) for p in self.pods.pods() if p.allocates]
         for rows in pods:
             for uuid, (mib, cores, shared) in rows.per_gpu.items():
@@ -141,11 +145,12 @@ class AllocationCollector(Collector):
     def collect(self) -> Iterator[RenderedFamily]:
         if not (self.legacy or self.hami):
             return
-        per_gpu, pods = self.totals()
+        gpus = self.gpus
+        per_gpu, pods = self.totals(gpus)
         cap = self.capacity
         h = {f.name: RenderedFamily(f.name, f.help, f.type) for f in F.HAMI_ALLOCATION}
         lg = {f.name: RenderedFamily(f.name, f.help, f.type) for f in F.LEGACY_ALLOCATION}
-        for g in self.gpus:
+        for g in gpus:
             t = per_gpu[g.uuid]
             ham, leg = self._gpu_labels[g.uuid]
             limit = (g.memory_total_mib // cap.memory_factor) * cap.memory_factor * MIB

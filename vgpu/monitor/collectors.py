@@ -23,6 +23,7 @@ from typing import Any
 
 from prometheus_client.registry import Collector
 
+from vgpu import buildinfo
 from vgpu.hamicore.region import RegionError, RegionErrorCode
 from vgpu.monitor import families as F
 from vgpu.monitor.discovery import REJECT_REASONS, Discovery
@@ -339,7 +340,12 @@ class SelfCollector(Collector):
             [([], 1 if self.pods.synced else 0)],
         )
         host = self.host
-        fam("vgpu_monitor_nvml_up", "1 when NVML was initialised at startup", "gauge", [([], 1 if host else 0)])
+        fam(
+            "vgpu_monitor_nvml_up",
+            "1 when NVML is initialised (0 while the monitor waits for it, fail-on-init-error false)",
+            "gauge",
+            [([], 1 if host else 0)],
+        )
         if host is not None:
             errors, age, stale = host.status()
             fam(
@@ -367,6 +373,18 @@ class SelfCollector(Collector):
                 [([], stale)],
             )
         yield from out
+
+
+class BuildInfoCollector(Collector):
+    """``vgpu_build_info``, labels from :mod:`vgpu.buildinfo` (docs/metrics.md §10.2), rendered once."""
+
+    def __init__(self, labels: tuple[tuple[str, str], ...]):
+        self._line = f"{buildinfo.NAME}{{{label_text(labels)}}} 1\n"
+
+    def collect(self) -> Iterator[RenderedFamily]:
+        f = RenderedFamily(buildinfo.NAME, buildinfo.HELP, "gauge")
+        f.lines.append(self._line)
+        yield f
 
 
 def _num(value: Any) -> str:

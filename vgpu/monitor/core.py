@@ -93,6 +93,7 @@ class Monitor:
         self.discovery = Discovery(
             self.containers_root, clock=clock, on_directory=self._watch_dir if self._inotify else None
         )
+        self.legacy, self.hami = legacy, hami
         self.registry = CollectorRegistry(auto_describe=False)
         if host is not None:
             self.registry.register(HostCollector(host, node_name, legacy=legacy, hami=hami))
@@ -101,12 +102,12 @@ class Monitor:
         )
         if mig is not None and hami:
             self.registry.register(MigInfoCollector(mig))
-        self.registry.register(
-            AllocationCollector(
-                pods, host.gpus if host else (), node_name, capacity or Capacity(), legacy=legacy, hami=hami
-            )
+        self._allocation = AllocationCollector(
+            pods, host.gpus if host else (), node_name, capacity or Capacity(), legacy=legacy, hami=hami
         )
-        self.registry.register(SelfCollector(self.stats, pods, host))
+        self.registry.register(self._allocation)
+        self._self_collector = SelfCollector(self.stats, pods, host)
+        self.registry.register(self._self_collector)
         self.registry.register(BoundsCollector(self.stats))
         # vgpu_monitor_process_*: this daemon's own RSS, CPU seconds, open and max fds, start time
         # (prometheus_client reads them from /proc; named like every other self metric).
@@ -119,6 +120,15 @@ class Monitor:
         self._mismatches = MismatchLedger()
 
     # ------------------------------------------------------------------ scrape
+
+    def attach_host(self, host: HostSource, mig: MigInfoSource | None = None) -> None:
+        """NVML started late (fail-on-init-error=false): the host families join the next scrape."""
+        self.host = host
+        self.registry.register(HostCollector(host, self.node_name, legacy=self.legacy, hami=self.hami))
+        if mig is not None and self.hami:
+            self.registry.register(MigInfoCollector(mig))
+        self._self_collector.host = host
+        self._allocation.set_gpus(host.gpus)
 
     def render_metrics(self) -> bytes:
         """One scrape: collect every family and render text 0.0.4 (never waits on the API)."""

@@ -7,9 +7,11 @@ Startup order (each step logs what it did):
    monitor: unknown pods are exported by UID and GC waits until the list is complete);
 2. NVML, initialised once: discovery of the GPUs' identities plus the cffi sampler, and the MIG
    identity source (``--device-config`` geometries, its own NVML context).  If NVML cannot be
-   initialised, the host families and ``hami_mig_device_info`` are omitted, a warning is logged
-   once, and container metrics and the feedback loop keep working (docs/metrics.md §7).  An invalid
-   ``--device-config`` is logged and only costs the MIG family;
+   initialised, ``--fail-on-init-error`` (default true) exits 1; when false, the host families and
+   ``hami_mig_device_info`` are omitted, a warning is logged once, container metrics and the
+   feedback loop keep working (docs/metrics.md §7), and NVML is retried with backoff: the host
+   families appear as soon as it starts.  An invalid ``--device-config`` is logged and only costs
+   the MIG family;
 3. a first tick (GC, scan, feedback), then the 5-second loop;
 4. the HTTP server on ``--listen`` — its log line names the bound address (``:0`` picks a port).
 
@@ -19,25 +21,29 @@ SIGTERM/SIGINT stop everything and exit 0.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from dataclasses import dataclass
 from types import FrameType
 
+from vgpu import buildinfo
 from vgpu.config.device_config import default_device_config
 from vgpu.config.loader import effective_config, log_warnings
 from vgpu.config.model import ConfigError, DeviceConfig, NodeConfig
 from vgpu.configfiles import DEVICE_CONFIG_PATH, load_device_config
 from vgpu.hamicore.paths import DEFAULT_HOOK_PATH
+from vgpu.httpserve import ListenAddressError, MetricsServer
 from vgpu.kube.client import KubeClient, KubeConfigError
 from vgpu.mig.errors import MigError
 from vgpu.mig.manager import MigManager
 from vgpu.monitor.allocation import Capacity
+from vgpu.monitor.collectors import BuildInfoCollector
 from vgpu.monitor.core import INTERVAL_S, Monitor
 from vgpu.monitor.host import DEFAULT_BOUND_S, HostGpu, HostSource
 from vgpu.monitor.mig_info import MigInfoSource
 from vgpu.monitor.pods import PodLookup, WatchedPods, default_resource_names, resource_names
-from vgpu.monitor.server import ListenAddressError, MetricsServer
+from vgpu.nvml import backoff
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.discovery import discover_gpus
 from vgpu.nvml.errors import NvmlError
@@ -67,22 +73,26 @@ class MonitorOptions:
     hami_metrics: bool = True
     interval_s: float = INTERVAL_S
     nvml_bound_s: float = DEFAULT_BOUND_S
+    fail_on_init_error: bool = True
 
 
-def open_nvml(library: str | None, bound_s: float) -> tuple[HostSource | None, list[GpuInfo]]:
-    """NVML once at startup: (host source, GPUs); (None, []) with one warning when it cannot start."""
+def open_nvml(
+    library: str | None, bound_s: float, *, quiet: bool = False
+) -> tuple[HostSource | None, list[GpuInfo], str]:
+    """NVML: (host source, GPUs, ""), or (None, [], why) -- logged as a warning unless ``quiet``."""
     try:
         gpus = discover_gpus(library)
         sampler = Sampler(library, max_processes=0)
     except (NvmlError, OSError) as exc:
-        log.warning(
-            "NVML is not available: %s -- host GPU metrics and hami_mig_device_info are omitted; "
-            "container metrics and the feedback loop keep working",
-            exc,
-        )
-        return None, []
+        if not quiet:
+            log.warning(
+                "NVML is not available: %s -- host GPU metrics and hami_mig_device_info are omitted; "
+                "container metrics and the feedback loop keep working",
+                exc,
+            )
+        return None, [], str(exc)
     log.info("NVML: %d GPU(s): %s", len(gpus), ", ".join(f"{g.index}={g.uuid} ({g.name})" for g in gpus))
-    return HostSource(sampler, [HostGpu.of(g) for g in gpus], bound_s=bound_s).start(), gpus
+    return HostSource(sampler, [HostGpu.of(g) for g in gpus], bound_s=bound_s).start(), gpus, ""
 
 
 def load_device_settings(path: str) -> DeviceConfig | None:
@@ -130,6 +140,8 @@ class MonitorDaemon:
         self.monitor: Monitor | None = None
         self.server: MetricsServer | None = None
         self._client: KubeClient | None = None
+        self._device: DeviceConfig | None = None
+        self._retry: threading.Thread | None = None
 
     def install_signal_handlers(self) -> None:
         def handler(signum: int, _frame: FrameType | None) -> None:
@@ -162,9 +174,13 @@ class MonitorDaemon:
                     o.node_name,
                     POD_SYNC_WAIT_S,
                 )
-            self.host, gpus = open_nvml(o.nvml_library, o.nvml_bound_s)
-            if self.host is not None and device is not None and o.hami_metrics:
-                self.mig = open_mig_source(o.nvml_library, device, gpus, self.pods, o.nvml_bound_s)
+            self._device = device
+            self.host, gpus, why = open_nvml(o.nvml_library, o.nvml_bound_s)
+            if self.host is None and o.fail_on_init_error:
+                log.error("vgpu monitor: NVML cannot start (fail-on-init-error is true): %s", why)
+                return EXIT_RUNTIME
+            if self.host is not None:
+                self.mig = self._mig_source(gpus)
             self.monitor = Monitor(
                 o.hook_path,
                 self.pods,
@@ -176,8 +192,18 @@ class MonitorDaemon:
                 mig=self.mig,
                 capacity=allocation_capacity(device),
             )
+            driver = buildinfo.read_driver_version(o.nvml_library) if self.host is not None else None
+            self.monitor.registry.register(BuildInfoCollector(buildinfo.build_labels("monitor", driver, os.environ)))
             self.monitor.tick()
             self.monitor.start()
+            if self.host is None:
+                log.info(
+                    "retrying NVML every %.0f s to %.0f s (fail-on-init-error is false)",
+                    backoff.FIRST_S,
+                    backoff.MAX_S,
+                )
+                self._retry = threading.Thread(target=self._retry_nvml, name="vgpu-nvml-retry", daemon=True)
+                self._retry.start()
             try:
                 self.server = MetricsServer(
                     o.listen, self.monitor.render_metrics, self.monitor.healthy, stats=self.monitor.stats
@@ -200,7 +226,34 @@ class MonitorDaemon:
         finally:
             self._shutdown()
 
+    def _mig_source(self, gpus: list[GpuInfo]) -> MigInfoSource | None:
+        o = self.opts
+        if self._device is None or not o.hami_metrics or self.pods is None:
+            return None
+        return open_mig_source(o.nvml_library, self._device, gpus, self.pods, o.nvml_bound_s)
+
+    def _retry_nvml(self) -> None:
+        """fail-on-init-error=false: NVML again with backoff; the host families join once it starts."""
+        for delay in backoff.retry_delays():
+            if self._stop.wait(delay):
+                return
+            host, gpus, why = open_nvml(self.opts.nvml_library, self.opts.nvml_bound_s, quiet=True)
+            if host is None:
+                log.debug("NVML still cannot start: %s", why)
+                continue
+            if self._stop.is_set() or self.monitor is None:
+                host.stop()
+                return
+            log.info("NVML is up: %d GPU(s); serving host GPU metrics", len(gpus))
+            self.mig = self._mig_source(gpus)
+            self.host = host
+            self.monitor.attach_host(host, self.mig)
+            return
+
     def _shutdown(self) -> None:
+        self._stop.set()
+        if self._retry is not None:
+            self._retry.join(timeout=5)
         if self.server is not None:
             self.server.stop()
         if self.monitor is not None:

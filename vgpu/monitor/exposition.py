@@ -24,8 +24,6 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
 
 def escape_label_value(value: str) -> str:
     """Escape ``\\``, ``"`` and newline, as the text format requires (docs/metrics.md §1)."""

@@ -49,7 +49,7 @@ class MonitorStats:
     gc_deferred: int = 0
     gc_pending: int = 0
     item_errors: Counter[str] = field(default_factory=lambda: Counter({"gc": 0, "scan": 0, "feedback": 0}))
-    # The HTTP server's connection bounds (vgpu/monitor/server.py).
+    # The HTTP server's connection bounds (vgpu/httpserve.py).
     http_connections: int = 0
     http_refused: int = 0
     http_dropped: Counter[str] = field(default_factory=lambda: Counter({"timeout": 0, "evicted": 0}))

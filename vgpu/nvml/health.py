@@ -282,6 +282,10 @@ class HealthMonitor:
     recovery_seconds: float = 0
     wait_timeout_ms: int = WAIT_TIMEOUT_MS
     probe: Callable[[str], bool] = nvml_probe
+    on_xid: Callable[[str, int], None] | None = None
+    """Called with (GPU UUID, XID) for every XID event on one of our GPUs, ignored ones too (metrics)."""
+    wait_error: str | None = field(default=None, init=False)
+    """The last ``nvmlEventSetWait`` failure while waits keep failing; None once one succeeds."""
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
     _event_set: Any = field(default=None, init=False)
@@ -378,13 +382,16 @@ class HealthMonitor:
                 data = pynvml.nvmlEventSetWait_v2(self._event_set, self.wait_timeout_ms)
             except pynvml.NVMLError as exc:
                 if exc.value == pynvml.NVML_ERROR_TIMEOUT:
+                    self.wait_error = None
                     continue
                 if self._stop.is_set():
                     break
+                self.wait_error = str(exc)
                 log.error("nvmlEventSetWait failed: %s; marking all GPUs unhealthy", exc)
                 self._mark(self.uuids, f"event wait failed: {exc}")
                 self._stop.wait(1.0)  # our choice: no hot loop on a persistent error
                 continue
+            self.wait_error = None
             try:
                 self._handle(data, ours)
             except Exception:  # noqa: BLE001 - a bad event must not end health checking
@@ -399,6 +406,7 @@ class HealthMonitor:
         xid = int(data.eventData)
         if self.policy.is_disabled(xid):
             log.info("Skipping event: Xid=%d (ignored by policy)", xid)
+            self._count_ignored(data, xid, ours)
             return
         try:
             uuid = pynvml_text(pynvml.nvmlDeviceGetUUID(data.device))
@@ -414,3 +422,16 @@ class HealthMonitor:
             where = f" (MIG GI {data.gpuInstanceId} CI {data.computeInstanceId}; the whole GPU is marked)"
         log.warning("XidCriticalError: Xid=%d on Device=%s%s; marking device as unhealthy.", xid, uuid, where)
         self._mark([uuid], f"XidCriticalError {xid}")
+        if self.on_xid is not None:
+            self.on_xid(uuid, xid)
+
+    def _count_ignored(self, data: Any, xid: int, ours: set[str]) -> None:
+        """An ignored XID still counts in the metrics, on its GPU when NVML can name it."""
+        if self.on_xid is None:
+            return
+        try:
+            uuid = pynvml_text(pynvml.nvmlDeviceGetUUID(data.device))
+        except pynvml.NVMLError:
+            return
+        if uuid in ours:
+            self.on_xid(uuid, xid)

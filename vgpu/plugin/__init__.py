@@ -18,7 +18,11 @@ Layout (NVIDIA k8s-device-plugin style: managers compute, servers are thin):
 - ``volcano``       ``VolcanoSide``: API client, pod cache, node registration and the allocator
 - ``server``        ``DevicePluginServer``: gRPC on a unix socket over a manager + allocator
 - ``registration``  ``PluginSet``: serve, register, re-register on kubelet restarts, backoff
-- ``daemon``        ``PluginDaemon``: startup order, health loop, SIGHUP reload, SIGTERM
+- ``metrics``       the plugin's metric families, the counters Allocate and API writes bump, and
+                    the scrape-time collector behind ``/metrics`` (docs/metrics.md §10)
+- ``health_metrics``  per-GPU XID counts, health and last-change times (docs/metrics.md §10.3)
+- ``daemon``        ``PluginDaemon``: startup order, health loop, SIGHUP reload, SIGTERM, the
+                    ``/healthz`` ``/livez`` ``/metrics`` endpoint
 
 Health lives in ``vgpu.nvml.health`` (XID policy, health board, NVML event loop); the daemon
 subscribes every manager to the board, so one XID flips all three resources at once.

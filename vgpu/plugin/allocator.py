@@ -39,11 +39,20 @@ from vgpu.kube.pod_views import PodSource, PodViews
 from vgpu.kube.retry import RetryQueue
 from vgpu.plugin import matching
 from vgpu.plugin.api import pb
-from vgpu.plugin.devices import ResourceKind
+from vgpu.plugin.devices import ResourceKind, memory_units
 from vgpu.plugin.mig_seam import MigApplier, mig_visible_devices
+from vgpu.plugin.overcommit import OvercommitGuard
 from vgpu.plugin.pod_writes import PodWriter
 from vgpu.plugin.preference import gpu_of, id_order, numa_of, preferred_ids
-from vgpu.plugin.responses import AllocationError, container_response
+from vgpu.plugin.responses import (
+    REASON_DEVICE,
+    REASON_HOST,
+    REASON_NO_POD,
+    REASON_OVERCOMMIT,
+    REASON_UNHEALTHY,
+    AllocationError,
+    container_response,
+)
 from vgpu.plugin.shortage import KubeletShortage
 from vgpu.protocol import ContainerDevice, keys
 from vgpu.protocol.pod_model import PodView, ResourceNames, VgpuContainer
@@ -109,6 +118,7 @@ class VolcanoAllocator:
         self.stats = AllocatorStats()
         self.journal = matching.Journal()
         self.shortage = KubeletShortage(node_name)
+        self.overcommit = OvercommitGuard(node_name)
         self._lock = threading.RLock()
         self._active: str | None = None  # UID of the pod whose admission is in progress
 
@@ -225,12 +235,25 @@ class VolcanoAllocator:
         gpus = {g.uuid: g for g in resource.gpus}
         problem = matching.device_problem(devices, gpus, resource.health.is_healthy, cfg.operating_mode)
         if problem is not None:
-            raise AllocationError(problem)
+            unhealthy = any(not resource.health.is_healthy(d.uuid) for d in devices if d.uuid in gpus)
+            raise AllocationError(problem, reason=REASON_UNHEALTHY if unhealthy else REASON_DEVICE)
         zero: tuple[int, ...] = ()
         if cfg.operating_mode == MODE_MIG:
             uuids = mig_visible_devices(self.mig, devices, view, self._views())
             resp = container_response({"NVIDIA_VISIBLE_DEVICES": ",".join(uuids)})
         else:
+            # A scheduler that lost count must not over-commit a GPU (docs/decisions.md decision 11).
+            over = self.overcommit.problem(
+                self._views(),
+                view,
+                target.index,
+                target.name,
+                devices,
+                lambda u: memory_units(gpus[u], cfg.gpu_memory_factor),
+                cfg.gpu_memory_factor,
+            )
+            if over is not None:
+                raise AllocationError(over, reason=REASON_OVERCOMMIT)
             # In-container NVML order: ascending PCI bus id of the physical GPUs (docs/protocol.md §5.3).
             ordered = sorted(devices, key=lambda d: gpus[d.uuid].pci_bus_id.lower())
             try:
@@ -245,8 +268,9 @@ class VolcanoAllocator:
                     memory_factor=cfg.gpu_memory_factor,
                 )
             except ContainerPrepareError as exc:
-                raise AllocationError(str(exc)) from None
+                raise AllocationError(str(exc), reason=REASON_HOST) from None
             resp, zero = container_response(contract.envs, contract.mounts), contract.zero_memory_devices
+            self.overcommit.granted(view.uid, devices)
         done = self.writes.progress(view, target)
         self.stats.allocations += 1
         self._active = view.uid
@@ -287,7 +311,7 @@ class VolcanoAllocator:
             f"{ERR_NO_POD}: Allocate of {n} {resource.resource_name} found no pod on node "
             f"{self.node_name} with {keys.BIND_PHASE}={keys.BIND_PHASE_ALLOCATING} asking for it",
         )
-        raise AllocationError(ERR_NO_POD)
+        raise AllocationError(ERR_NO_POD, reason=REASON_NO_POD)
 
     def _fail_pod(self, view: PodView, message: str) -> None:
         """Tombstone, then Event, bind-phase=failed, lock release; never raises.

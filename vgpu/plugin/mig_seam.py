@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from vgpu.mig.errors import MigError
-from vgpu.plugin.responses import AllocationError
+from vgpu.plugin.responses import REASON_MIG, AllocationError
 from vgpu.protocol import ContainerDevice
 from vgpu.protocol.pod_model import PodView
 
@@ -27,10 +27,10 @@ def mig_visible_devices(
 ) -> list[str]:
     """The container's MIG UUIDs; every failure is an :class:`AllocationError` (never ends the daemon)."""
     if mig is None:
-        raise AllocationError("MIG allocation is not available in this plugin build (node mode mig)")
+        raise AllocationError("MIG allocation is not available in this plugin build (node mode mig)", reason=REASON_MIG)
     try:
         return mig.apply(devices, pod, node_pods)
     except MigError as exc:
-        raise AllocationError(str(exc)) from None
+        raise AllocationError(str(exc), reason=REASON_MIG) from None
     except Exception as exc:  # noqa: BLE001 - any MIG failure fails this pod, never the daemon
-        raise AllocationError(f"MIG apply failed: {exc}") from None
+        raise AllocationError(f"MIG apply failed: {exc}", reason=REASON_MIG) from None

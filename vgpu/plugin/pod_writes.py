@@ -22,7 +22,7 @@ from vgpu.kube.nodelock import release_node_lock
 from vgpu.kube.pod_views import PodViews
 from vgpu.kube.retry import RetryQueue
 from vgpu.kube.writes import Tries, gone, write
-from vgpu.plugin.responses import AllocationError
+from vgpu.plugin.responses import REASON_API, AllocationError
 from vgpu.protocol import all_consumed, allocation_failed, allocation_progress, consume_segment, keys
 from vgpu.protocol.pod_model import PodView, VgpuContainer
 
@@ -66,7 +66,7 @@ class PodWriter:
             still_needed=lambda: self.pods.contains(view.uid),
         )
         if got.error is not None and not got.queued:
-            raise AllocationError(f"cannot record the allocation on pod {view.key}: {got.error}")
+            raise AllocationError(f"cannot record the allocation on pod {view.key}: {got.error}", reason=REASON_API)
         return done
 
     def failed(self, view: PodView, message: str) -> None:

@@ -144,6 +144,8 @@ class PluginSet:
         self.servers: list[DevicePluginServer] = []
         self.registered = False
         self.registrations = 0  # completed registrations of the whole set (logs, tests)
+        self.registered_resources: frozenset[str] = frozenset()  # accepted by the kubelet (metrics)
+        self.kubelet_restarts = 0  # re-registrations forced by the kubelet side (metrics)
         self._registered_kubelet: tuple[int, int, int] | None = None
         self._attempted_kubelet: tuple[int, int, int] | None = None
 
@@ -189,6 +191,7 @@ class PluginSet:
             except Exception:  # noqa: BLE001 - stopping must go on for the others
                 log.exception("%s: stopping the server failed", s.name)
         self.servers = []
+        self.registered_resources = frozenset()
 
     def _start_and_register(self) -> None:
         self._stop_servers()
@@ -204,6 +207,7 @@ class PluginSet:
             wait_serving(server.socket_path)
         for m in managers:
             register(self.kubelet_socket, m)
+            self.registered_resources |= {m.resource_name}
 
     def _needs_restart(self) -> str | None:
         """Why the registered set must be restarted, or None while all is well."""
@@ -233,6 +237,7 @@ class PluginSet:
             why = self._needs_restart()
             if why is not None:
                 log.warning("%s: restarting and re-registering the device plugins", why)
+                self.kubelet_restarts += 1
                 self.registered = False
                 next_attempt = 0.0
         if not self.registered:

@@ -62,6 +62,13 @@ class ResourceManager:
     def device_count(self) -> int:
         return sum(b.block.count for b in self._blocks)
 
+    def health_counts(self) -> tuple[int, int]:
+        """(healthy, unhealthy) devices of the list last advertised (for the metrics; O(#GPUs))."""
+        with self._cond:
+            state = self._health_state
+        healthy = sum(b.block.count for b in self._blocks if state.get(b.block.gpu_uuid, True))
+        return healthy, self.device_count() - healthy
+
     def devices(self) -> list[tuple[str, str]]:
         """(ID, health) of every device in advertised order (GPU order, then i)."""
         state = self.health.snapshot()

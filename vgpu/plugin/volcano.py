@@ -9,6 +9,11 @@ log says so loudly at startup.
 Startup order: HAMi-core files (``ld.so.preload`` rewritten if needed, ``libvgpu.so`` checked),
 pod cache LIST+WATCH (waits up to :data:`CACHE_SYNC_TIMEOUT_S` for the first LIST), node
 registrar (first patch as soon as the Node is seen).
+
+Unhealthy GPUs (docs/health.md §8): with ``--unhealthy-gpu-policy withdraw`` (the default) a GPU
+marked unhealthy leaves the register annotation and comes back when it recovers, because Volcano
+ignores the record's health field (docs/failures.md X-5) and would keep placing pods on it;
+``report`` keeps it listed with ``health=false``.  Either way a Node Event names the GPU and why.
 """
 
 from __future__ import annotations
@@ -25,21 +30,27 @@ from vgpu.config.model import (
     EffectiveConfig,
 )
 from vgpu.hamicore import paths
+from vgpu.kube import events as ev
 from vgpu.kube.caches import node_pod_cache
 from vgpu.kube.client import KubeClient, KubeConfigError, in_cluster_available
 from vgpu.kube.registrar import HandshakeMode, NodeRegistrar, build_register_value, warn_renamed_resources
 from vgpu.kube.retry import RetryQueue
 from vgpu.kube.watchcache import WatchCache
+from vgpu.kube.writes import write
 from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.health import GpuHealth
 from vgpu.plugin.allocator import VolcanoAllocator
 from vgpu.plugin.devices import ResourceKind
 from vgpu.plugin.mig_seam import MigApplier
 from vgpu.plugin.responses import Allocator
+from vgpu.protocol import keys
 
 log = logging.getLogger(__name__)
 
 CACHE_SYNC_TIMEOUT_S = 10.0
+POLICY_WITHDRAW = "withdraw"
+POLICY_REPORT = "report"
+UNHEALTHY_GPU_POLICIES = (POLICY_WITHDRAW, POLICY_REPORT)
 
 
 class VolcanoConfigError(Exception):
@@ -52,6 +63,7 @@ class VolcanoOptions:
     kubeconfig: str | None
     hook_path: str = paths.DEFAULT_HOOK_PATH
     handshake: str = HandshakeMode.AUTO.value
+    unhealthy_gpu_policy: str = POLICY_WITHDRAW
 
 
 class VolcanoSide:
@@ -74,9 +86,7 @@ class VolcanoSide:
         self.mode = HandshakeMode.parse(opts.handshake)
         self.retry = RetryQueue()
         self.pods: WatchCache = node_pod_cache(client, opts.node_name)
-        self.registrar = NodeRegistrar(
-            client, opts.node_name, build_register_value(gpus, config(), health.snapshot()), self.mode
-        )
+        self.registrar = NodeRegistrar(client, opts.node_name, self._register_value(gpus), self.mode)
         self.allocator = VolcanoAllocator(
             node_name=opts.node_name,
             client=client,
@@ -155,9 +165,54 @@ class VolcanoSide:
         except paths.HamiCoreFilesMissing as exc:
             log.error("%s; every hami-core Allocate will fail until it is installed", exc)
 
+    def _register_value(self, gpus: Sequence[GpuInfo]) -> str | None:
+        """The register annotation for ``gpus`` under the unhealthy-GPU policy (None: no GPU to list)."""
+        state = self.health.snapshot()
+        if self.opts.unhealthy_gpu_policy == POLICY_WITHDRAW:
+            gpus = [g for g in gpus if state.get(g.uuid, True)]
+        return build_register_value(gpus, self.config(), state)
+
     def refresh_register(self, gpus: Sequence[GpuInfo]) -> None:
         """After a health change or a reload: the register annotation follows (patched only on change)."""
-        self.registrar.set_register(build_register_value(gpus, self.config(), self.health.snapshot()))
+        self.registrar.set_register(self._register_value(gpus))
+
+    def health_changed(self, changed: Mapping[str, bool], gpus: Sequence[GpuInfo]) -> None:
+        """A health change: the register annotation follows, and a Node Event says what and why."""
+        self.refresh_register(gpus)
+        for g in gpus:
+            if g.uuid in changed:
+                self._health_event(g, changed[g.uuid])
+
+    def _health_event(self, gpu: GpuInfo, healthy: bool) -> None:
+        """Queued, never sent from the caller's thread: the health loop must not wait on the API."""
+        withdraw = self.opts.unhealthy_gpu_policy == POLICY_WITHDRAW
+        name = f"GPU {gpu.index} ({gpu.uuid})"
+        if healthy:
+            reason, kind = ev.REASON_GPU_RECOVERED, "Normal"
+            where = f"back in {keys.REGISTER}" if withdraw else f"{keys.REGISTER} shows health=true"
+            message = f"{name} is healthy again; {where}"
+        else:
+            reason, kind = ev.REASON_GPU_UNHEALTHY, "Warning"
+            why = self.health.reason(gpu.uuid) or "marked unhealthy"
+            if withdraw:
+                effect = (
+                    f"withdrawn from {keys.REGISTER}, so Volcano places no new pods on it "
+                    "(pods already running there are not touched)"
+                )
+            else:
+                effect = (
+                    f"kept in {keys.REGISTER} with health=false (--unhealthy-gpu-policy report): Volcano may "
+                    "still place pods there and their Allocate fails"
+                )
+            message = f"{name} is unhealthy: {why}; {effect}"
+        log.log(logging.INFO if healthy else logging.WARNING, "node %s: %s", self.opts.node_name, message)
+        node, events = self.opts.node_name, self.allocator.events
+        write(
+            f"event {reason} on node {node}",
+            lambda: events.node_event(node, reason, message, kind),
+            queue=self.retry,
+            now=False,
+        )
 
     def stop(self) -> None:
         self.registrar.stop()

@@ -180,8 +180,9 @@ class MonitorProcess(LoggedProcess):
         env = subprocess_env(nvml_env or {})
         for key in ("NODE_NAME", "HOOK_PATH", "VGPU_LISTEN", "KUBECONFIG"):
             env.pop(key, None)
-        if not nvml_env:
+        if not nvml_env:  # a monitor without NVML: container metrics only (it retries NVML)
             env["VGPU_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1"
+            env.setdefault("FAIL_ON_INIT_ERROR", "false")
         super().__init__(args, env, workdir / f"monitor-{time.monotonic_ns()}.log", name="vgpu monitor")
         self.port = 0
 

@@ -177,3 +177,23 @@ def test_older_volcano_uses_the_handshake_and_leaves_mig_out(demo):
     assert hs.startswith(("Requesting_", "Reported ")), hs
     assert "annotations PATCHed before the Binding" in "".join(run.stderr)
     assert run.descendants_alive() == [] and not os.path.exists(rep["workdir"])
+
+
+def test_cdi_mode_hands_out_cdi_names_that_the_runtime_resolves(demo):
+    run = demo(["--device-list-strategy", "cdi-cri", "--duration", "1", "--json"])
+    code = run.wait(300)
+    rep = run.report()
+    assert code == 0, run.output()[-8000:]
+    assert all(c["ok"] for c in rep["checks"]), rep["checks"]
+    pods = {p["pod"].split("/")[1]: p for p in rep["pods"]}
+    (frac,) = pods["fractional-gpu"]["allocate"]
+    assert "NVIDIA_VISIBLE_DEVICES" not in frac["envs"] and "CUDA_DEVICE_MEMORY_LIMIT_0" in frac["envs"]
+    assert [m["container_path"] for m in frac["mounts"]][:2] == ["/usr/local/vgpu/libvgpu.so", "/etc/ld.so.preload"]
+    (uuid,) = frac["device_ids"][NUMBER]
+    assert frac["cdi_devices"] == [f"nvidia.com/gpu={uuid.rsplit('-', 1)[0]}"]
+    (mig,) = pods["mig-slice"]["allocate"]
+    (name,) = mig["cdi_devices"]
+    assert name.startswith("nvidia.com/gpu=MIG-")
+    out = run.output()
+    assert "runtime: CDI resolved 1 device(s)" in out
+    assert f"runtime: unresolvable CDI devices {name}" in out and "spec regenerated after the MIG layout change" in out

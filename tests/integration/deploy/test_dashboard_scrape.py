@@ -1,4 +1,5 @@
-"""Every metric the Grafana dashboard queries is one a real `vgpu monitor` exports.
+"""Every metric the Grafana dashboard queries is one a real `vgpu monitor` (or, for the plugin's
+panels, the real `vgpu plugin`) exports.
 
 The monitor runs as in the DaemonSet, against the fake NVML and the simulated API server, after
 the real plugin allocated a pod; the test then plays HAMi-core inside that container (a v1.2
@@ -21,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.nvml.conftest import NvmlChild
 from tests.integration.volcano.conftest import MEMORY, NODE, NUMBER, UUID0, UUID1, a10, a100
-from tests.unit.deploy.test_dashboard import queried_metrics
+from tests.unit.deploy.test_dashboard import plugin_sample_names, queried_metrics
 from vgpu.protocol import allocation_progress, decode_pod_devices, keys, scheduler_allocation
 from vgpu.sim.hamicore.writer import RegionWriter
 from vgpu.sim.kubelet.admission import pod_manifest
@@ -117,8 +118,11 @@ def test_dashboard_queries_only_metrics_a_real_monitor_exports(cluster_factory, 
         (bad / "x.cache").write_bytes(b"not a region")
         cluster.nvml.inject_error("nvmlDeviceGetUtilizationRates", NVML_ERROR_UNKNOWN, index=failing_gpu)
         mon = monitor_factory(cluster)
-        wanted = queried_metrics()
+        from_plugin = queried_metrics() & plugin_sample_names()  # docs/metrics.md §10: the plugin's endpoint
+        wanted = queried_metrics() - from_plugin
         scraped: set[str] = set()
+        plugin_scraped = _sample_names(cluster.plugin.get("/metrics")[1])
+        assert from_plugin <= plugin_scraped, f"not in the plugin's /metrics: {sorted(from_plugin - plugin_scraped)}"
 
         def complete() -> bool:
             nonlocal scraped

@@ -13,7 +13,7 @@ import threading
 import time
 
 from tests.unit.monitor.helpers import add_container, parse, wait_until
-from vgpu.monitor.server import HEAD_TIMEOUT_S, MAX_CONNECTIONS
+from vgpu.httpserve import HEAD_TIMEOUT_S, MAX_CONNECTIONS
 
 from .conftest import create_pod
 

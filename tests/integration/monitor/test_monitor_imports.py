@@ -26,5 +26,5 @@ def test_monitor_process_imports_no_simulator(tmp_path, apiserver, kubeconfig, h
         mon.terminate()
         print(f"--- monitor log ---\n{mon.log()[-6000:]}")
     modules = loaded_modules(dump)
-    assert {"vgpu.cli.monitor", "vgpu.monitor.daemon", "vgpu.monitor.server"} <= modules
+    assert {"vgpu.cli.monitor", "vgpu.monitor.daemon", "vgpu.httpserve"} <= modules
     assert under(modules, "vgpu.sim", "vgpu.cli.plugin", "vgpu.cli.inspect", "vgpu.cli.demo") == []

@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
 from vgpu.sim.kubelet import FakeKubelet
 from vgpu.sim.nvml import fakenvml
-from vgpu.sim.processes import LoggedProcess, subprocess_env
+from vgpu.sim.processes import LoggedProcess, subprocess_env, wait_until
 
 NAMES = ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores")
 SOCKETS = ("nvidia-vgpu-number.sock", "nvidia-vgpu-memory.sock", "nvidia-vgpu-cores.sock")
+_SERVING = re.compile(r"serving /healthz, /livez and /metrics on http://([0-9.]+):(\d+)")
 
 
 class PluginProcess(LoggedProcess):
@@ -56,12 +60,31 @@ class PluginProcess(LoggedProcess):
             str(dc),
             "--node-config",
             str(nc),
+            "--metrics-listen",
+            "127.0.0.1:0",  # tests run plugins side by side: never the fixed default port
         ]
         if node_name:
             args += ["--node-name", node_name]
         proc_env = subprocess_env({**nvml.env, **(env or {})})
         proc_env.pop("NODE_NAME", None)
         super().__init__(args, proc_env, workdir / "plugin.log", name="vgpu plugin")
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the plugin's endpoint, from its log (waits for the line)."""
+        if self._url is None:
+            m = wait_until(lambda: _SERVING.search(self.log()), 30, "the plugin's metrics endpoint", process=self)
+            self._url = f"http://{m.group(1)}:{m.group(2)}"
+        return self._url
+
+    def get(self, path: str) -> tuple[int, str]:
+        """(status, body) of ``GET path`` on the plugin's endpoint."""
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=10) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
 
     def wait_for_log(self, text: str, timeout: float) -> bool:
         """Whether ``text`` appears in the log within ``timeout`` seconds (polled, with a deadline)."""

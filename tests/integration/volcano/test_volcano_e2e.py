@@ -9,6 +9,7 @@ import time
 import grpc
 import pytest
 
+from tests.support.metrics_text import value
 from vgpu.protocol import decode_register, decode_register_as_volcano, keys
 from vgpu.sim.kubelet.admission import pod_manifest
 
@@ -241,15 +242,15 @@ def test_unhealthy_gpu_after_scheduling_fails_allocation(cluster):
     cluster.scheduler("master").schedule_once()
     reg_before = cluster.node()["metadata"]["annotations"][keys.REGISTER]
     cluster.nvml.add_xid(0, 79)
-    # The kubelet sees GPU 0's IDs turn unhealthy; the register annotation follows (health=false).
+    # The kubelet sees GPU 0's IDs turn unhealthy; the register annotation follows: GPU 0 is
+    # withdrawn (--unhealthy-gpu-policy withdraw, docs/health.md §8), the pod scheduled before stays.
     cluster.store.wait_for(
         lambda s: s.get("nodes", None, NODE)["metadata"]["annotations"][keys.REGISTER] != reg_before,
         10,
         "register shows the unhealthy GPU",
     )
-    assert (
-        f"{UUID0},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,false,hami-core:"
-        in cluster.node()["metadata"]["annotations"][keys.REGISTER]
+    assert cluster.node()["metadata"]["annotations"][keys.REGISTER] == (
+        f"{UUID1},10,81920,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:"
     )
     client = cluster.kubelet.plugin(NUMBER)
     # The kubelet would not offer unhealthy IDs; admit with the IDs the scheduler's GPUs map to anyway.
@@ -258,6 +259,14 @@ def test_unhealthy_gpu_after_scheduling_fails_allocation(cluster):
         client.allocate([ids])
     assert f"assigned GPU {UUID0} is unhealthy" in info.value.details()
     assert cluster.annotations("p")[keys.BIND_PHASE] == "failed"
+    failures = value(
+        cluster.plugin.get("/metrics")[1],
+        "vgpu_plugin_allocations_total",
+        resource=NUMBER,
+        result="failure",
+        reason="unhealthy_gpu",
+    )
+    assert failures == 1
 
 
 # docs/configuration.md §6: the ClusterRole grants exactly these; the plugin must need nothing else.

@@ -1,10 +1,11 @@
 """Reading the deploy/ manifests for tests: the committed single file, kustomize renders, lookups.
 
-The committed ``deploy/volcano-vgpu-device-plugin.yml`` IS the rendered base (a test re-renders
-it with ``kubectl kustomize`` and fails when it is stale), so tests of the base read that file
-and need no kubectl.  Overlays are rendered with the real ``kubectl kustomize``; where kubectl
-is missing the test skips with the reason, except under CI (``CI`` set), where a missing
-kubectl is a set-up failure and the test fails.
+The committed ``deploy/volcano-vgpu-device-plugin.yml`` IS the chart's default render (a test
+re-renders it with ``helm template`` and fails when it is stale, tests/unit/deploy/chart.py), so
+tests of the base read that file and need no helm.  Overlays are rendered with the real ``kubectl
+kustomize`` (build/helm/kubectl from ``make helm``, else the one on PATH); where kubectl is missing
+the test skips with the reason, except under CI (``CI`` set), where a missing kubectl is a set-up
+failure and the test fails.
 """
 
 from __future__ import annotations
@@ -28,18 +29,19 @@ OVERLAYS = ("overlays/mig", "overlays/volcano-1.15")
 SERVICEMONITOR = "optional/servicemonitor"
 ADMISSION = "optional/admission"
 SCHEDULER_CONFIGMAP = DEPLOY / "volcano-scheduler-configmap.yaml"
-DASHBOARD = DEPLOY / "grafana" / "vgpu-dashboard.json"
+DASHBOARD = DEPLOY / "helm" / "volcano-vgpu" / "files" / "vgpu-dashboard.json"
 DOCKERFILE = DEPLOY / "Dockerfile"
 NAMESPACE = "kube-system"
 
 
 def kubectl() -> str:
     """Path of kubectl, or skip (fail under CI) with the reason."""
-    path = shutil.which("kubectl")
+    built = REPO / "build" / "helm" / "kubectl"
+    path = str(built) if built.is_file() else shutil.which("kubectl")
     if path is None:
         reason = (
             "kubectl is not installed: rendering the kustomize overlays needs the real "
-            "`kubectl kustomize` (the project's machines ship it)"
+            "`kubectl kustomize` (`make helm` installs one under build/helm)"
         )
         missing_program(reason)
     return path

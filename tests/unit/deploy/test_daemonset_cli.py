@@ -171,9 +171,20 @@ def test_monitor_settings_line_up_with_the_volumes_and_the_plugin():
 
 
 def test_plugin_probes_check_exactly_the_plugin_sockets():
+    """Socket probes (chart value plugin.metrics.enabled false), or the endpoint's /livez and /healthz."""
     ds, ctrs = _containers()
     ctr = ctrs["plugin"]
     opts = _resolve("plugin", _argv(ctr), _environ(ctr))
+    if "httpGet" in ctr["livenessProbe"]:
+        port = int(m.plain_env(ctr)["VGPU_METRICS_LISTEN"].rsplit(":", 1)[1])
+        assert {p["name"]: p["containerPort"] for p in ctr["ports"]} == {"plugin-metrics": port}
+        assert (
+            ctr["startupProbe"]["httpGet"]
+            == ctr["livenessProbe"]["httpGet"]
+            == {"path": "/livez", "port": "plugin-metrics"}
+        )
+        assert ctr["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "plugin-metrics"}
+        return
     sock_dir = os.path.dirname(opts.kubelet_socket)
     expected = {f"{sock_dir}/{k.socket_name}" for k in ALL_KINDS}
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):

@@ -1,6 +1,6 @@
-"""deploy/grafana/vgpu-dashboard.json: a well-formed Grafana dashboard whose queries name only
-families the monitor declares.  The integration test tests/integration/deploy compares the same
-names with a real scrape of `vgpu monitor`."""
+"""deploy/helm/volcano-vgpu/files/vgpu-dashboard.json: a well-formed Grafana dashboard whose queries name only
+families the monitor or the plugin declares.  The integration test tests/integration/deploy compares
+the same names with real scrapes of `vgpu monitor` and `vgpu plugin`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import pytest
 
 from vgpu.monitor import families
+from vgpu.plugin import metrics as plugin_metrics
 
 from . import manifests as m
 from .promql import metric_names
@@ -90,7 +91,15 @@ def test_dashboard_covers_the_required_views():
     assert not missing, missing
 
 
+def plugin_sample_names() -> set[str]:
+    """Sample names of the plugin's families (docs/metrics.md §10): a histogram's _bucket, _sum, _count."""
+    out = set()
+    for f in plugin_metrics.FAMILIES:
+        out |= {f.name + x for x in ("_bucket", "_sum", "_count")} if f.type == "histogram" else {f.name}
+    return out
+
+
 def test_dashboard_names_only_declared_families():
-    declared = {f.name for f in families.ALL}
+    declared = {f.name for f in families.ALL} | plugin_sample_names()
     for name in queried_metrics():
-        assert name in declared or name.startswith("vgpu_monitor_"), f"{name} is not a monitor family"
+        assert name in declared or name.startswith("vgpu_monitor_"), f"{name} is not a monitor or plugin family"

@@ -6,7 +6,7 @@ import pytest
 
 from vgpu.cli import build_parser, main
 from vgpu.cli.monitor import resolve
-from vgpu.monitor.server import ListenAddressError, parse_listen
+from vgpu.httpserve import ListenAddressError, parse_listen
 
 
 def args(*argv: str):

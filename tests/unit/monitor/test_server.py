@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from vgpu.monitor.server import MetricsServer
+from vgpu.httpserve import MetricsServer
 from vgpu.monitor.stats import MonitorStats
 
 from .helpers import wait_until

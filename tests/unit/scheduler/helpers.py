@@ -85,7 +85,15 @@ def make_core(
 
 
 def place(core: SchedulerCore, p: PodView, now: datetime = T0) -> AllocationPlan:
-    """Filter + score + Allocate + commit, as the driver does when every write succeeds."""
+    """One scheduling session for one pod: Filter + score + Allocate + commit, as the driver does
+    when every write succeeds, then the next session opens (docs/scheduler-emulator.md §9.5)."""
+    plan = place_in_session(core, p, now)
+    core.begin_session()
+    return plan
+
+
+def place_in_session(core: SchedulerCore, p: PodView, now: datetime = T0) -> AllocationPlan:
+    """Filter + score + Allocate + commit within the current session."""
     chosen = core.filter_and_score(p, sorted(core.nodes))
     assert chosen.node is not None, chosen.node_reasons
     plan = core.allocate(p, chosen.node, now)

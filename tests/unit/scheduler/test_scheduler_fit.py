@@ -180,8 +180,9 @@ def test_s1_percentage_int_division_until_v1_13(version, expected):
 @pytest.mark.parametrize("version, reads_pct", [("v1.12", True), ("v1.13", False)])
 def test_percentage_name_when_configmap_absent(version, reads_pct):
     core = make_core(version)  # memory_percentage_name=None: no ConfigMap
-    plan = place(core, pod("p", ctr(number=1, memory=1000, pct=100)))
-    assert devices(plan)[0][0][1] == (81920 if reads_pct else 1000)
+    plan = place(core, pod("p", ctr(number=1, pct=50)))
+    # v1.12 reads the percentage (int-div: 50 % → 0); v1.13 never does (no memory → whole card)
+    assert devices(plan)[0][0][1] == (0 if reads_pct else 81920)
 
 
 @pytest.mark.parametrize("version, fits", [("v1.9", True), ("v1.10", False)])

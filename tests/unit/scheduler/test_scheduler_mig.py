@@ -54,7 +54,8 @@ def test_big_request_picks_later_group_positions():
 
 
 def test_position_counts_types_before_it():
-    core = make_core(nodes={"n1": mig_node()})
+    # v1.14 counts every container in the rebuild (v1.15+ only the first per GPU, case 4)
+    core = make_core("v1.14", nodes={"n1": mig_node()})
     # rebuild a ledger where group2's three 2g slots are taken
     busy = pod(
         "busy",
@@ -117,7 +118,7 @@ def test_release_keeps_the_group_until_rebuild():
 
 
 def test_ledger_rebuild_from_suffixes_and_bad_ids():
-    core = make_core(nodes={"n1": mig_node(2)})
+    core = make_core("v1.14", nodes={"n1": mig_node(2)})  # every container counted (case 4 is v1.15+)
     p = pod(
         "p",
         node="n1",

@@ -130,9 +130,10 @@ def test_mig_mode_and_fallback():
     d = c.node_event("n1", {keys.REGISTER: encode_register(recs)}, ALLOC, T0)
     assert d.usable
     g0, g1 = c.nodes["n1"].gpus
-    assert g0.mode == "mig" and [g.group for g in g0.mig_template] == ["group1", "group2", "group3", "group4"]
-    assert g1.mode == "hami-core"  # no geometry for T4: "fall back to hamicore mode"
-    assert c.nodes["n1"].mode == "hami-core"  # the node mode is the last record's
+    assert [g.group for g in g0.mig_template] == ["group1", "group2", "group3", "group4"]
+    assert g1.mig_template == ()  # no geometry for T4: "fall back to hamicore mode"
+    # one handler per node: the last record's effective mode applies to every GPU (case 9)
+    assert c.nodes["n1"].mode == g0.mode == g1.mode == "hami-core"
     assert any("fall back to hamicore mode" in p for p in c.problems)
     # before v1.12 there is no MIG at all
     old = core("v1.11")

@@ -31,6 +31,7 @@ import yaml
 from kubernetes import client as k8s
 
 from vgpu.config.mig_defaults import geometries_as_data
+from vgpu.config.model import DEFAULT_MEMORY_PERCENTAGE_NAME
 from vgpu.protocol import keys
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.demo.children import ChildProcess, ComponentFailed, child_env
@@ -38,8 +39,10 @@ from vgpu.sim.demo.options import DemoOptions, NodeSpec
 from vgpu.sim.kubelet import FakeKubelet
 from vgpu.sim.kubelet.admission import Admitter, node_status_from_kubelet, update_node_resources
 from vgpu.sim.nvml import fakenvml
+from vgpu.sim.nvml.cdi_spec import write_spec
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
 from vgpu.sim.scheduler.model import SchedulerConfig
+from vgpu.sim.scheduler.shipped import shipped_scheduler_config
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +124,7 @@ def device_config_text() -> str:
             "nvidia": {
                 "resourceCountName": RESOURCES[0],
                 "resourceMemoryName": RESOURCES[1],
+                "resourceMemoryPercentageName": DEFAULT_MEMORY_PERCENTAGE_NAME,
                 "resourceCoreName": RESOURCES[2],
                 "deviceSplitCount": 10,
                 "deviceCoreScaling": 1,
@@ -181,6 +185,9 @@ class DemoCluster:
         self.api.store.create("nodes", node_object(spec))
         kubelet = FakeKubelet(str(d / "kubelet")).start()
         env = child_env(nvml.env)
+        env["DEVICE_LIST_STRATEGY"] = self.options.device_list_strategy
+        if self.options.uses_cdi:  # the node's CDI spec, as the toolkit's refresh unit writes it
+            env["CDI_SPEC_DIRS"] = str(write_spec(nvml, d / "cdi").parent)
         common = [
             "--node-name",
             spec.name,
@@ -204,6 +211,10 @@ class DemoCluster:
                 str(nc),
                 "--kubelet-socket",
                 os.path.join(kubelet.socket_dir, "kubelet.sock"),
+                "--metrics-listen",
+                "127.0.0.1:0",  # two nodes on one machine: each plugin on a port of its own
+                "--unhealthy-gpu-policy",
+                "report",  # the demo shows the unhealthy GPU's health=false record
             ],
             env,
             d / "plugin.log",
@@ -263,7 +274,8 @@ class DemoCluster:
     def start_scheduler(self, timeout: float = 30.0) -> VolcanoSchedulerEmulator:
         """Start the emulator and wait until it uses every node (handshake / allocatable rule)."""
         assert self.core is not None
-        cfg = SchedulerConfig(version=self.options.volcano_version, policy=self.options.scheduler_policy)
+        # The shipped scheduler configuration (weight, resource names), the policy from --policy.
+        cfg = shipped_scheduler_config(self.options.volcano_version, policy=self.options.scheduler_policy)
         self.scheduler = VolcanoSchedulerEmulator(self.core, cfg)
         self.scheduler.start(interval=SCHEDULER_INTERVAL_S)
         deadline = time.monotonic() + timeout

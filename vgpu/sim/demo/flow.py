@@ -39,6 +39,8 @@ from typing import Any
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 from vgpu.plugin.api import HEALTHY
 from vgpu.protocol import ProtocolError, decode_pod_devices, decode_register, keys
+from vgpu.sim.cdi import CdiResolver
+from vgpu.sim.cdi.container import describe, runtime_view
 from vgpu.sim.demo.children import ComponentFailed
 from vgpu.sim.demo.cluster import RESOURCES, DemoCluster, DemoNode
 from vgpu.sim.demo.metrics import host_samples, per_pod, pod_samples, scrape
@@ -68,6 +70,8 @@ from vgpu.sim.demo.report import (
     summary_lines,
 )
 from vgpu.sim.demo.workload import Duty, HamiCoreContainer, MigContainer, host_cache_file
+from vgpu.sim.kubelet.admission import ContainerResult
+from vgpu.sim.nvml.cdi_spec import write_spec
 
 log = logging.getLogger(__name__)
 
@@ -400,12 +404,27 @@ class Demo:
             details = [f"kubelet → plugin Allocate ({ids})"]
             details += [f"env   {k}={v}" for k, v in sorted(c.envs.items())]
             details += [f"mount {m.container_path} ← {m.host_path}{' (ro)' if m.read_only else ''}" for m in c.mounts]
+            details += [f"annotation {k}={v}" for k, v in sorted(c.annotations.items())]
+            details += self._cdi_lines(node, c)
             self.event("allocate", f"{rec.key} container {c.name} on {rec.node}", details)
         if result.error:
             rec.state, rec.reason = FAILED, result.error
             self.event("error", f"{rec.key}: the kubelet rejected the pod: {result.error}")
             return
         rec.state = ADMITTED
+
+    def _cdi_lines(self, node: DemoNode, c: ContainerResult) -> list[str]:
+        """With a CDI strategy: the runtime's resolution (docs/cdi.md §5); a MIG device made by this
+        Allocate needs the node's spec regenerated first (docs/cdi.md §7), as the demo shows."""
+        if not self.options.uses_cdi:
+            return []
+        view = runtime_view(c, CdiResolver([node.dir / "cdi"]))
+        lines = describe(view)
+        if view.error is not None and node.spec.mig:
+            write_spec(node.nvml, node.dir / "cdi")
+            lines.append("spec regenerated after the MIG layout change (nvidia-ctk cdi generate), then:")
+            lines += describe(runtime_view(c, CdiResolver([node.dir / "cdi"])))[len(view.cdi_names) :]
+        return lines
 
     def _check_bound(self, cluster: DemoCluster, rec: PodRecord, pod: dict[str, Any]) -> None:
         ann = dict((pod.get("metadata") or {}).get("annotations") or {})
@@ -440,10 +459,13 @@ class Demo:
 
     def _start_containers(self, cluster: DemoCluster, rec: PodRecord) -> None:
         assert rec.admission is not None
+        node = cluster.node(rec.node)
         for c in rec.admission.containers:
             if not c.calls or c.init:
                 continue
             envs = {**container_env(rec.example.manifest, c.name), **c.envs}
+            seen = runtime_view(c, CdiResolver([node.dir / "cdi"]) if self.options.uses_cdi else None).devices
+            envs["NVIDIA_VISIBLE_DEVICES"] = ",".join(seen)  # the GPUs the container's NVML sees
             path = host_cache_file(c.envs, c.mounts)
             if path is not None:
                 self._pid += 1
@@ -471,7 +493,7 @@ class Demo:
                         f"{', '.join(f'{s}%' for s in sim.sm_limits)}; priority {sim.priority}",
                     ],
                 )
-            elif c.envs.get("NVIDIA_VISIBLE_DEVICES", "").startswith("MIG-"):
+            elif envs["NVIDIA_VISIBLE_DEVICES"].startswith("MIG-"):
                 mig = MigContainer(rec.key, c.name, rec.node, envs)
                 mig.start()
                 rec.containers.append(mig)

@@ -32,6 +32,7 @@ from typing import Any
 
 from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES
 from vgpu.config.model import MODE_HAMI_CORE, MODE_MIG
+from vgpu.protocol import cdi
 from vgpu.sim.scheduler.versions import normalize_version, switches_for
 
 MODES = (MODE_HAMI_CORE, MODE_MIG)
@@ -117,6 +118,11 @@ class DemoOptions:
     examples_dir: pathlib.Path | None = None
     color: bool | None = None  # None: only on a TTY (and not with NO_COLOR)
     notes: tuple[str, ...] = field(default=())
+    device_list_strategy: str = cdi.ENVVAR  # the plugins' --device-list-strategy (docs/cdi.md §3)
+
+    @property
+    def uses_cdi(self) -> bool:
+        return cdi.uses_cdi(self.device_list_strategy.split(","))
 
     @property
     def scheduler_policy(self) -> str:
@@ -267,8 +273,13 @@ def build_options(
     json_output: bool = False,
     examples_dir: str | None = None,
     color: bool | None = None,
+    device_list_strategy: str = cdi.ENVVAR,
 ) -> DemoOptions:
     """Validate the command line into :class:`DemoOptions` (raises :class:`DemoConfigError`)."""
+    try:
+        strategies = ",".join(cdi.parse_strategies(device_list_strategy))
+    except cdi.CdiError as exc:
+        raise DemoConfigError(f"--device-list-strategy: {exc}") from None
     try:
         version = normalize_version(volcano_version)
     except ValueError as exc:
@@ -306,4 +317,5 @@ def build_options(
         examples_dir=pathlib.Path(examples_dir) if examples_dir else None,
         color=color,
         notes=tuple(notes),
+        device_list_strategy=strategies,
     )

@@ -167,6 +167,8 @@ class PodRecord:
                         {"container_path": m.container_path, "host_path": m.host_path, "read_only": m.read_only}
                         for m in c.mounts
                     ],
+                    "cdi_devices": list(c.cdi_devices),
+                    "annotations": dict(sorted(c.annotations.items())),
                 }
                 for c in self.admission.containers
             ]

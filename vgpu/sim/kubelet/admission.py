@@ -10,7 +10,9 @@ unspecified order — here shuffled by ``rng`` unless a fixed order is asked for
    calls the plugin;
 2. calls ``Allocate`` with exactly those IDs; an error rejects the pod
    (``UnexpectedAdmissionError``) and frees what the pod held;
-3. merges the responses of all resources of a container into the container's env and mounts.
+3. merges the responses of all resources of a container into the container's env, mounts,
+   CDI devices (``cdi_devices``, the CRI ``CDIDevices``) and annotations, which the kubelet
+   hands the runtime unchanged (a runtime with CDI resolves both, :mod:`vgpu.sim.cdi`).
 
 Used by the Volcano end-to-end tests and the demo; it reports exactly what a container would get.
 """
@@ -34,6 +36,10 @@ class ContainerResult:
     init: bool
     envs: dict[str, str] = field(default_factory=dict)
     mounts: list[pb.Mount] = field(default_factory=list)
+    cdi_devices: list[str] = field(default_factory=list)
+    """Fully qualified CDI names, in response order (CRI ``ContainerConfig.CDIDevices``)."""
+    annotations: dict[str, str] = field(default_factory=dict)
+    """Container annotations from the responses (``cdi.k8s.io/…`` for strategy cdi-annotations)."""
     devices: dict[str, list[str]] = field(default_factory=dict)
     """Resource name → the device IDs the kubelet allocated."""
     calls: list[str] = field(default_factory=list)
@@ -163,6 +169,8 @@ class Admitter:
         for r in resp.container_responses:
             cr.envs.update(r.envs)
             cr.mounts.extend(r.mounts)
+            cr.cdi_devices.extend(d.name for d in r.cdi_devices if d.name not in cr.cdi_devices)
+            cr.annotations.update(r.annotations)
         return None
 
 

@@ -4,20 +4,16 @@ device ledger, Filter/score/select, Allocate and Release (docs/scheduler-emulato
 No I/O: the driver (:mod:`vgpu.sim.scheduler`) feeds it nodes and pods as plain data and performs
 the writes it asks for. Time comes in as an aware ``datetime``.
 
+Upstream decisions that look like mistakes are reproduced per version (docs/scheduler-emulator.md §9.9).
 Where Volcano's behaviour is undefined, the emulator decides as follows (docs/scheduler-emulator.md §9.7; each is also
 named where it happens):
 
 * Register ids that are not dense 0..N-1 (a junk segment) make the node unusable with a reason;
   Volcano would walk a nil device.
-* A MIG GPU's sharing mode is decided per GPU (a card without a geometry entry is hami-core);
-  the node mode is the last record's effective mode.
-* Allocate's ``PodMap`` add also records the MIG slot, so a second pod does not receive the same
-  position before the next node event (upstream only records it on a ledger rebuild). The two
-  quirks of docs/scheduler-emulator.md §9.4 (group sticks until a rebuild; two containers of one
-  pod share a position) stay.
-* The ledger is idempotent per pod UID in every version; the pre-v1.15 double counting depends on
-  informer event interleavings and is not emulated.
-* A container with ``vgpu-number: 0`` gets an empty segment and charges nothing.
+* A session is one driver cycle (:meth:`SchedulerCore.begin_session` opens the next); a node
+  event inside a session rebuilds that node's ledger at once and drops its session double charges.
+* The charge of a ``vgpu-number: 0`` container stays with the pod's charges until the pod leaves
+  or a node event rebuilds the ledger from the annotations.
 * Among equally scored nodes the first by name wins (Volcano picks at random).
 * An unparsable lock value makes Allocate fail with the parse error (as Volcano's ``LockNode``);
   an expired lock is replaced (docs/protocol.md §2.4; upstream's ``setNodeLock`` refuses any present key).
@@ -105,6 +101,10 @@ class SchedulerCore:
         self.pods: dict[str, PodView] = {}
         self._in_flight: dict[str, AllocationPlan] = {}
         """Pods allocated by us whose binding is not visible in a pod list yet, by UID."""
+        self._session_extra: list[tuple[str, tuple[Charge, ...]]] = []
+        """Second charges of pods allocated in this session (v1.12/v1.13, case 7)."""
+        self._unrecorded_slots: list[AllocationPlan] = []
+        """Plans of this session whose MIG slots the ledger does not know yet (v1.14+, case 8)."""
         self.problems: list[str] = []
         """What Volcano would have logged as errors (bad PodDevices, unknown MIG ids, …)."""
 
@@ -192,12 +192,16 @@ class SchedulerCore:
                     memory=d.memory,
                     type=d.type,
                     health=d.health,
-                    mode=mode,
                     mig_template=template,
                 )
             )
+        # One sharing handler per node: the last record's effective mode applies to every GPU
+        # (case 9). A hami-core GPU under a mig node has no geometry, so nothing fits on it.
+        for g in gpus:
+            g.mode = node_mode
         state = NodeState(name, node_mode, gpus)
         self.nodes[name] = state
+        self._session_extra = [e for e in self._session_extra if e[0] != name]  # rebuilt from the cache
         self.node_reasons.pop(name, None)
         for pod in self.pods.values():
             if self._holds(pod, name):
@@ -234,11 +238,15 @@ class SchedulerCore:
         self.problems.extend(f"pod {pod.key}: {p}" for p in problems)
         charges = []
         factor = mig_factor(self.config)
+        first_only = self.switches.rebuild_first_container_per_gpu
+        seen: set[int] = set()
         for seg in segments:
             for dev in seg:
                 gpu = next((g for g in node.gpus if g.uuid in dev.id), None)
                 if gpu is None:
                     continue
+                if first_only and gpu.id in seen:
+                    continue  # the pod is already in this GPU's PodMap: not counted again (case 4)
                 if gpu.mode == keys.MODE_MIG:
                     slot = parse_mig_id_as_volcano(dev.id)
                     if slot is None:
@@ -254,6 +262,7 @@ class SchedulerCore:
                 else:
                     ch = Charge(gpu.id, dev.usedmem, dev.usedcores)
                 self._charge(gpu, ch, pod.uid, pod.podgroup_key, sign=1)
+                seen.add(gpu.id)
                 charges.append(ch)
         node.accounted[pod.uid] = tuple(charges)
 
@@ -401,8 +410,8 @@ class SchedulerCore:
         return out
 
     def _needs_devices(self, pod: PodView) -> bool:
-        cfg = self.config
-        return any(cfg.count_name in c.limits or cfg.memory_name in c.limits for c in pod.containers)
+        count_name, memory_name, _ = self.config.effective_names
+        return any(count_name in c.limits or memory_name in c.limits for c in pod.containers)
 
     def allocate(self, pod: PodView, node_name: str, now: datetime) -> AllocationPlan:
         """Allocate: re-fit on the live ledger (≤ v1.14 with policy ``""``), build the six keys.
@@ -433,18 +442,59 @@ class SchedulerCore:
         node = self.nodes.get(plan.node)
         if node is None or not plan.charges:
             return
-        self._record(node, plan)
+        sw = self.switches
+        self._record(node, plan, mig_slots=sw.mig_slot_recorded_in_session)
+        if not sw.mig_slot_recorded_in_session:
+            self._unrecorded_slots.append(plan)  # v1.14+: recorded at the next session (case 8)
+        if sw.session_double_count:
+            # v1.12/v1.13: the cache's add charges the pod a second time in this session (case 7).
+            extra = [ch for ch in plan.charges if ch.device]
+            if sw.rebuild_first_container_per_gpu:
+                firsts: dict[int, Charge] = {}
+                for ch in extra:
+                    firsts.setdefault(ch.gpu_id, ch)
+                extra = list(firsts.values())
+            self._session_extra.append((plan.node, tuple(extra)))
+            self._apply(node, extra, sign=1)
         self._in_flight[plan.pod.uid] = plan
 
-    def _record(self, node: NodeState, plan: AllocationPlan) -> None:
+    def begin_session(self) -> None:
+        """A new scheduling session opens from the cache (docs/scheduler-emulator.md §9.5): the
+        double charges of the last session go (case 7) and the MIG slots allocated in it are
+        recorded (case 8)."""
+        for node_name, extra in self._session_extra:
+            node = self.nodes.get(node_name)
+            if node is not None:
+                self._apply(node, extra, sign=-1)
+        self._session_extra.clear()
+        for plan in self._unrecorded_slots:
+            node = self.nodes.get(plan.node)
+            if node is None or node.accounted.get(plan.pod.uid) is not plan.charges:
+                continue  # released, or the ledger was rebuilt (which records the slots)
+            for ch in plan.charges:
+                gpu = node.gpu(ch.gpu_id)
+                if gpu is not None and ch.mig_group is not None:
+                    self._mig_slot_add(gpu, ch.mig_group, ch.mig_position)
+        self._unrecorded_slots.clear()
+
+    @staticmethod
+    def _apply(node: NodeState, charges: Iterable[Charge], sign: int) -> None:
+        for ch in charges:
+            gpu = node.gpu(ch.gpu_id)
+            if gpu is not None:
+                gpu.used_num += sign
+                gpu.used_mem += sign * ch.mem
+                gpu.used_core += sign * ch.cores
+
+    def _record(self, node: NodeState, plan: AllocationPlan, *, mig_slots: bool = True) -> None:
         for ch in plan.charges:
             gpu = node.gpu(ch.gpu_id)
-            if gpu is None:
+            if gpu is None or not ch.device:
                 continue
             u = gpu.pod_map.setdefault(plan.pod.uid, PodUsage(podgroup_key=plan.pod.podgroup_key))
             u.used_mem += ch.mem
             u.used_core += ch.cores
-            if ch.mig_group is not None:
+            if mig_slots and ch.mig_group is not None:
                 self._mig_slot_add(gpu, ch.mig_group, ch.mig_position)
         node.accounted[plan.pod.uid] = plan.charges
 
@@ -470,11 +520,6 @@ class SchedulerCore:
                 if ch.mig_group is not None:
                     self._sub_mig_used(gpu, ch)
 
-    @staticmethod
-    def _undo(node: NodeState, charges: Iterable[Charge]) -> None:
-        for ch in charges:
-            gpu = node.gpu(ch.gpu_id)
-            if gpu is not None:
-                gpu.used_num -= 1
-                gpu.used_mem -= ch.mem
-                gpu.used_core -= ch.cores
+    @classmethod
+    def _undo(cls, node: NodeState, charges: Iterable[Charge]) -> None:
+        cls._apply(node, charges, sign=-1)

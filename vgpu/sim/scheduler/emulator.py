@@ -189,6 +189,7 @@ class VolcanoSchedulerEmulator:
     def schedule_once(self) -> list[ScheduleOutcome]:
         """One scheduling cycle: sync nodes and pods, then try every pending pod in order."""
         with self._lock:
+            self.core.begin_session()
             self.sync_nodes()
             pods = [PodView.from_k8s(p) for p in self.api.list_pod_for_all_namespaces().items]
             self.core.sync_pods(pods)

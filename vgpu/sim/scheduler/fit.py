@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 
 from kubernetes.utils import parse_quantity
@@ -58,12 +58,13 @@ def pod_requests(pod: PodView, cfg: SchedulerConfig) -> list[ContainerRequest]:
     """One request per vGPU container, in spec order (docs/protocol.md §4 steps 1–6); init containers never count."""
     out = []
     pct_name = cfg.effective_percentage_name
+    count_name, memory_name, cores_name = cfg.effective_names
     for c in pod.containers:
-        has_count = cfg.count_name in c.limits
-        if not has_count and cfg.memory_name not in c.limits:
+        has_count = count_name in c.limits
+        if not has_count and memory_name not in c.limits:
             continue
-        nums = (quantity_as_int64(c.limits[cfg.count_name]) or 0) if has_count else 1
-        memreq = _first(c.limits, c.requests, cfg.memory_name) or 0
+        nums = (quantity_as_int64(c.limits[count_name]) or 0) if has_count else 1
+        memreq = _first(c.limits, c.requests, memory_name) or 0
         memreq = memreq % _U64  # uint conversion
         pct = PCT_UNSET
         p = _first(c.limits, c.requests, pct_name)
@@ -71,19 +72,28 @@ def pod_requests(pod: PodView, cfg: SchedulerConfig) -> list[ContainerRequest]:
             pct = p
         if pct == PCT_UNSET and memreq == 0:
             pct = 100
-        cores = (_first(c.limits, c.requests, cfg.cores_name) or 0) % _U64
+        cores = (_first(c.limits, c.requests, cores_name) or 0) % _U64
         out.append(ContainerRequest(nums=nums, memreq=memreq, mem_percentage=pct, coresreq=cores))
     return out
 
 
 def memreq_for_card(req: ContainerRequest, gpu: GpuState, sw: VersionSwitches) -> int:
-    """docs/protocol.md §4 step 7: the percentage (when set) wins over the absolute request, per card."""
+    """docs/protocol.md §4 step 7 and docs/scheduler-emulator.md §9.9 cases 1 and 3: the memory one
+    card is asked for.  v1.14+: a set percentage wins, per card.  ≤ v1.13: the percentage is read only
+    while the memory request is 0 (the caller then keeps the result as the request for later cards)."""
     if req.mem_percentage == PCT_UNSET:
         return req.memreq
+    if not sw.percentage_overrides_memory and req.memreq != 0:
+        return req.memreq  # ≤ v1.13: the memory request wins (case 1)
+    return percentage_of(req.mem_percentage, gpu, sw)
+
+
+def percentage_of(pct: int, gpu: GpuState, sw: VersionSwitches) -> int:
+    """``pct`` % of the card's memory with the version's formula."""
     if sw.float_percentage:
-        return int(float(gpu.memory) * req.mem_percentage / 100) % _U64
+        return int(float(gpu.memory) * pct / 100) % _U64
     # ≤ v1.13: Memory × uint(pct/100) — 0 for any pct below 100 (S-1)
-    return (gpu.memory * (int(req.mem_percentage / 100) % _U64)) % _U64
+    return (gpu.memory * (int(pct / 100) % _U64)) % _U64
 
 
 def gputype_ok(annotations: Mapping[str, str], card_type: str, sw: VersionSwitches) -> bool:
@@ -173,8 +183,8 @@ def mig_factor(cfg: SchedulerConfig) -> int:
 def try_add_pod_mig(gpu: GpuState, memreq: int, coresreq: int, cfg: SchedulerConfig) -> tuple[MigSlot, int] | None:
     """``TryAddPod`` of the MIG sharing handler (docs/scheduler-emulator.md §9.4).
 
-    Sets ``MigUsage.Index`` on a fit but does not record the slot (so two containers of one pod
-    can get the same position)."""
+    Records neither the group nor the slot (so two containers of one pod can get the same
+    position, or two different groups of one GPU)."""
     factor = mig_factor(cfg)
     request = memreq * factor
     groups = gpu.mig_template
@@ -182,12 +192,13 @@ def try_add_pod_mig(gpu: GpuState, memreq: int, coresreq: int, cfg: SchedulerCon
         candidates = [(gpu.mig_usage.index, groups[gpu.mig_usage.index], gpu.mig_usage.usage_list)]
     else:
         candidates = [(i, g, []) for i, g in enumerate(groups)]
-    for gi, group, usage in candidates:
+    for _gi, group, usage in candidates:
         picked = pick_from_group(group, usage, request)
         if picked is None:
             continue
         position, inst_mem = picked
-        gpu.mig_usage.index = gi
+        # The group is not recorded here (only a ledger add records it): a later container of the
+        # same pod tries every group again and may take another one (docs/scheduler-emulator.md §9.9).
         charged = inst_mem // factor
         gpu.used_num += 1
         gpu.used_mem += charged
@@ -249,9 +260,11 @@ def fit_pod(pod: PodView, node: NodeState, cfg: SchedulerConfig, *, order_policy
         if req.nums > len(node.gpus):
             return FitResult(False, error=f"no enough gpu cards on node {node.name}", charges=tuple(all_charges))
         nums = req.nums
+        zero = nums == 0
         devs: list[ContainerDevice] = []
         charges: list[Charge] = []
-        for gpu in visit_order(node.gpus, order_policy) if nums > 0 else ():
+        visit = nums > 0 or sw.zero_count_charged  # v1.12+: a vgpu-number 0 container is still charged (case 5)
+        for gpu in visit_order(node.gpus, order_policy) if visit else ():
             if sw.uuid_filter and not uuid_passes(gpu.uuid, allow, deny):
                 continue
             if gpu.number <= gpu.used_num:
@@ -259,6 +272,8 @@ def fit_pod(pod: PodView, node: NodeState, cfg: SchedulerConfig, *, order_policy
             if sw.podgroup_spread and podgroup_conflict(gpu, pod):
                 continue
             memreq = memreq_for_card(req, gpu, sw)
+            if sw.percentage_reused_across_cards and req.mem_percentage != PCT_UNSET and req.memreq == 0:
+                req = replace(req, memreq=memreq)  # ≤ v1.13: later cards get this card's memory (case 3)
             free = gpu.memory - gpu.used_mem
             if not sw.signed_memory_compare:
                 free %= _U64  # v1.9: unsigned underflow (S-2)
@@ -277,12 +292,18 @@ def fit_pod(pod: PodView, node: NodeState, cfg: SchedulerConfig, *, order_policy
                 if picked is None:
                     continue
                 slot, charged = picked
+                if zero:
+                    charges.append(Charge(gpu.id, charged, req.coresreq, device=False))
+                    break
                 devs.append(ContainerDevice(gpu.uuid, memreq, req.coresreq, slot))
                 charges.append(Charge(gpu.id, charged, req.coresreq, slot.group, slot.position))
             else:
                 gpu.used_num += 1
                 gpu.used_mem += memreq
                 gpu.used_core += req.coresreq
+                if zero:
+                    charges.append(Charge(gpu.id, memreq, req.coresreq, device=False))
+                    break
                 devs.append(ContainerDevice(gpu.uuid, memreq, req.coresreq))
                 charges.append(Charge(gpu.id, memreq, req.coresreq))
             score += gpu_score(score_policy, gpu, sw)

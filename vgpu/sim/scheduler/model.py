@@ -62,9 +62,19 @@ class SchedulerConfig:
 
     @property
     def effective_percentage_name(self) -> str:
+        sw = self.switches
+        if not sw.configmap_resource_names:
+            return DEFAULT_MEMORY_PERCENTAGE_NAME  # v1.9–v1.12: built in, ConfigMap or not (case 2)
         if self.memory_percentage_name is not None:
             return self.memory_percentage_name
-        return DEFAULT_MEMORY_PERCENTAGE_NAME if self.switches.percentage_name_without_configmap else ""
+        return DEFAULT_MEMORY_PERCENTAGE_NAME if sw.percentage_name_without_configmap else ""
+
+    @property
+    def effective_names(self) -> tuple[str, str, str]:
+        """(count, memory, cores) names the version reads: the built-in ones before v1.13 (case 2)."""
+        if not self.switches.configmap_resource_names:
+            return DEFAULT_COUNT_NAME, DEFAULT_MEMORY_NAME, DEFAULT_CORES_NAME
+        return self.count_name, self.memory_name, self.cores_name
 
 
 @dataclass(frozen=True)
@@ -210,6 +220,8 @@ class Charge:
     cores: int
     mig_group: str | None = None
     mig_position: int = -1
+    device: bool = True
+    """False for the charge of a ``vgpu-number: 0`` container (case 5): counted, but no device."""
 
 
 @dataclass

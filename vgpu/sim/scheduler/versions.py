@@ -1,7 +1,8 @@
 """Per-version behaviour switches of the Volcano vGPU scheduler (docs/scheduler-emulator.md §9.6).
 
 Every version-dependent branch of the emulator reads one named switch from here, so the table of
-docs/scheduler-emulator.md §9.6 and the code can be compared line by line.
+docs/scheduler-emulator.md §9.6 and the code can be compared line by line (a test does).
+"case N" below is case N of docs/scheduler-emulator.md §9.9, the upstream decisions reproduced.
 """
 
 from __future__ import annotations
@@ -28,9 +29,30 @@ class VersionSwitches:
     """v1.9 compares ``Memory − UsedMem`` as unsigned and can underflow (S-2)."""
     float_percentage: bool
     """v1.14+: ``uint(float64(Memory) × pct / 100)``; before: ``Memory × uint(pct/100)`` (S-1)."""
+    configmap_resource_names: bool
+    """v1.13+ read the four resource names from the ConfigMap; v1.9–v1.12 always read the built-in
+    ``volcano.sh/vgpu-*`` names, whatever the ConfigMap says (case 2)."""
     percentage_name_without_configmap: bool
-    """≤ v1.12 fall back to the default percentage resource name when the ConfigMap is absent;
-    v1.13+ use an empty name, so the percentage is never read."""
+    """≤ v1.12 read the default percentage resource name (ConfigMap or not); v1.13+ use an empty
+    name when the ConfigMap is absent, so the percentage is never read."""
+    percentage_overrides_memory: bool
+    """v1.14+: a set percentage wins over ``vgpu-memory``; ≤ v1.13 it is read only when the memory
+    request is 0 (case 1)."""
+    percentage_reused_across_cards: bool
+    """≤ v1.13: the memory worked out from the percentage on the first card visited becomes the
+    container's request for every later card (case 3); v1.14+ work it out per card."""
+    rebuild_first_container_per_gpu: bool
+    """v1.12, v1.15, master: the ledger rebuild charges a pod once per GPU — only its first
+    container there — so a second container on the same GPU is not counted (case 4)."""
+    zero_count_charged: bool
+    """v1.12+: a ``vgpu-number: 0`` container is still charged to the first GPU that fits, though it
+    gets no device (case 5)."""
+    session_double_count: bool
+    """v1.12, v1.13: a pod allocated in a session is charged twice in that session's ledger (the live
+    fit and the cache's add), so later pods of the session see it double (case 7)."""
+    mig_slot_recorded_in_session: bool
+    """≤ v1.13 (through the double add): an allocated MIG slot is recorded within the session;
+    v1.14+ record it only at the next session, so two pods of one session share a slot (case 8)."""
     nouse_single_value_bug: bool
     """≤ v1.11: a single-value ``nouse-gputype`` passes the card (S-7)."""
     mig: bool
@@ -88,7 +110,14 @@ def switches_for(version: str) -> VersionSwitches:
         node_lock_honoured=since("v1.10"),
         signed_memory_compare=since("v1.10"),
         float_percentage=since("v1.14"),
+        configmap_resource_names=since("v1.13"),
         percentage_name_without_configmap=not since("v1.13"),
+        percentage_overrides_memory=since("v1.14"),
+        percentage_reused_across_cards=not since("v1.14"),
+        rebuild_first_container_per_gpu=name in ("v1.12", "v1.15", "master"),
+        zero_count_charged=since("v1.12"),
+        session_double_count=name in ("v1.12", "v1.13"),
+        mig_slot_recorded_in_session=not since("v1.14"),
         nouse_single_value_bug=not since("v1.12"),
         mig=since("v1.12"),
         factor_in_mig_pick=since("v1.15"),

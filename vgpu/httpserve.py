@@ -1,4 +1,7 @@
-"""The HTTP endpoint: ``/metrics`` (text 0.0.4), ``/healthz``; every other path is 404 (docs/metrics.md §1).
+"""The daemons' HTTP endpoint: ``/metrics`` (text 0.0.4), ``/healthz``, ``/livez``; every other path is 404.
+
+Shared by `vgpu monitor` (``--listen``, docs/metrics.md §1) and `vgpu plugin`
+(``--metrics-listen``, docs/metrics.md §10); neither daemon imports the other.
 
 A small threaded ``http.server`` speaking HTTP/1.1 with keep-alive (Prometheus reuses its
 connection, so a scrape costs no TCP handshake).  The body is never compressed: rendering is
@@ -22,15 +25,15 @@ import logging
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-
-from vgpu.monitor.exposition import CONTENT_TYPE
-from vgpu.monitor.stats import MonitorStats
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 MAX_CONNECTIONS = 32  # served at once (one thread each); waiting ones give way to new ones
 HEAD_TIMEOUT_S = 5.0  # request line + headers, however slowly they come
@@ -48,23 +51,42 @@ _BUSY_REPLY = (
 )
 
 
+class HttpStats(Protocol):
+    """What the server counts (the monitor's ``MonitorStats`` has these fields; so has :class:`ServerStats`)."""
+
+    lock: threading.Lock
+    http_connections: int
+    http_refused: int
+    http_dropped: Counter[str]
+
+
+@dataclass
+class ServerStats:
+    """The connection counters alone, for a daemon that does not export them."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    http_connections: int = 0
+    http_refused: int = 0
+    http_dropped: Counter[str] = field(default_factory=lambda: Counter({"timeout": 0, "evicted": 0}))
+
+
 class ListenAddressError(ValueError):
     """``--listen`` is not ``HOST:PORT``."""
 
 
-def parse_listen(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT``; an empty host means all IPv4 addresses)."""
+def parse_listen(value: str, flag: str = "--listen") -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT``; an empty host means all IPv4 addresses); errors name ``flag``."""
     host, sep, port_text = value.rpartition(":")
     if not sep:
-        raise ListenAddressError(f"--listen {value!r}: expected HOST:PORT, e.g. 0.0.0.0:9394")
+        raise ListenAddressError(f"{flag} {value!r}: expected HOST:PORT, e.g. 0.0.0.0:9394")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     try:
         port = int(port_text)
     except ValueError:
-        raise ListenAddressError(f"--listen {value!r}: port {port_text!r} is not a number") from None
+        raise ListenAddressError(f"{flag} {value!r}: port {port_text!r} is not a number") from None
     if not 0 <= port <= 65535:
-        raise ListenAddressError(f"--listen {value!r}: port {port} is out of range 0-65535")
+        raise ListenAddressError(f"{flag} {value!r}: port {port} is out of range 0-65535")
     return host or "0.0.0.0", port
 
 
@@ -89,8 +111,9 @@ class _Server(ThreadingHTTPServer):
         address: tuple[str, int],
         metrics: Callable[[], bytes],
         health: Callable[[], tuple[bool, str]],
-        stats: MonitorStats,
+        stats: HttpStats,
         max_connections: int,
+        name: str = "monitor",
     ):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
@@ -98,6 +121,7 @@ class _Server(ThreadingHTTPServer):
         self.health = health
         self.stats = stats
         self.max_connections = max_connections
+        self.name = name
         self.conns: dict[int, _Conn] = {}
         self.conns_lock = threading.Lock()
         super().__init__(address, _Handler)
@@ -121,7 +145,9 @@ class _Server(ThreadingHTTPServer):
         if not admit:
             self._refuse(request)
             return
-        t = threading.Thread(target=self._serve, args=(request, client_address), name="monitor-http-conn", daemon=True)
+        t = threading.Thread(
+            target=self._serve, args=(request, client_address), name=f"{self.name}-http-conn", daemon=True
+        )
         try:
             t.start()
         except RuntimeError:  # cannot start a thread (resource limits): as if full
@@ -261,6 +287,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/healthz":
             ok, why = self.server.health()
             self._reply(200 if ok else 503, (why + "\n").encode(), "text/plain; charset=utf-8", send_body)
+        elif path == "/livez":  # the process serves HTTP: the liveness and startup probes
+            self._reply(200, b"ok\n", "text/plain; charset=utf-8", send_body)
         else:
             self._reply(404, b"not found; try /metrics\n", "text/plain; charset=utf-8", send_body)
 
@@ -277,7 +305,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class MetricsServer:
-    """Serves ``metrics()`` and ``health()`` on ``listen`` in a background thread."""
+    """Serves ``metrics()`` and ``health()`` on ``listen`` in a background thread.
+
+    ``name`` names its threads (``<name>-http``) and ``flag`` the setting in address errors.
+    """
 
     def __init__(
         self,
@@ -285,12 +316,14 @@ class MetricsServer:
         metrics: Callable[[], bytes],
         health: Callable[[], tuple[bool, str]],
         *,
-        stats: MonitorStats | None = None,
+        stats: HttpStats | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        name: str = "monitor",
+        flag: str = "--listen",
     ):
-        self.address = parse_listen(listen)
-        self.stats = stats if stats is not None else MonitorStats()
-        self._server = _Server(self.address, metrics, health, self.stats, max_connections)
+        self.address = parse_listen(listen, flag)
+        self.stats: HttpStats = stats if stats is not None else ServerStats()
+        self._server = _Server(self.address, metrics, health, self.stats, max_connections, name)
         self._thread: threading.Thread | None = None
 
     @property
@@ -303,7 +336,10 @@ class MetricsServer:
 
     def start(self) -> MetricsServer:
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.5}, name="monitor-http", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.5},
+            name=f"{self._server.name}-http",
+            daemon=True,
         )
         self._thread.start()
         return self
