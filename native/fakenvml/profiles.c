@@ -1,6 +1,6 @@
 /* profiles.c - MIG profile tables.  Values: docs/mig.md §3.
- * Memory sizes are NVML's memorySizeMB (nominal for A30 and H200, as docs/mig.md §3
- * marks them); SM and engine counts are nominal and only need to be plausible. */
+ * Memory sizes are NVML's memorySizeMB (nominal for A30, H200, H20, B200 and GB200, as
+ * docs/mig.md §3 marks them); SM and engine counts are nominal and only need to be plausible. */
 #include "profiles.h"
 
 #include <stddef.h>
@@ -27,6 +27,15 @@ static const struct mig_model MODELS[] = {
     {"H200-141GB", 7, 8, 7, 16, 0x233510DE, 7,
      A100_CLASS("1g.18gb", 18432, "1g.18gb+me", "1g.35gb", 35840, "2g.35gb", 35840, "3g.71gb", 72704,
                 "4g.71gb", 72704, "7g.141gb", 144384, 16)},
+    {"H20-96GB", 7, 8, 7, 16, 0x232910DE, 7,
+     A100_CLASS("1g.12gb", 12032, "1g.12gb+me", "1g.24gb", 24064, "2g.24gb", 24064, "3g.48gb", 48128,
+                "4g.48gb", 48128, "7g.96gb", 96256, 16)},
+    {"B200-180GB", 7, 8, 7, 18, 0x290110DE, 7,
+     A100_CLASS("1g.23gb", 22784, "1g.23gb+me", "1g.45gb", 45568, "2g.45gb", 45568, "3g.90gb", 91136,
+                "4g.90gb", 91136, "7g.180gb", 182272, 18)},
+    {"GB200-186GB", 7, 8, 7, 18, 0x294110DE, 7,
+     A100_CLASS("1g.23gb", 23552, "1g.23gb+me", "1g.47gb", 47104, "2g.47gb", 47104, "3g.93gb", 94208,
+                "4g.93gb", 94208, "7g.186gb", 188416, 18)},
     {"H100-80GB", 7, 8, 7, 16, 0x233010DE, 7,
      A100_CLASS("1g.10gb", 9984, "1g.10gb+me", "1g.20gb", 20096, "2g.20gb", 20096, "3g.40gb", 40448,
                 "4g.40gb", 40448, "7g.80gb", 81152, 16)},
@@ -46,17 +55,23 @@ static const struct mig_model MODELS[] = {
      }},
 };
 
-/* Name substrings (case-sensitive, like knownMigGeometries models) -> MODELS index.
- * Keep in sync with vgpu/sim/nvml/fakenvml.py MIG_MODEL_PATTERNS. */
+enum { M_H200, M_H20, M_B200, M_GB200, M_H100, M_A100_80, M_A100_40, M_A30 };
+
+/* Name substrings (case-sensitive, like knownMigGeometries models) -> MODELS index, first match
+ * wins: "H200" before "H20", "GB200" before "B200".  Keep in sync with
+ * vgpu/sim/nvml/fakenvml.py MIG_MODEL_PATTERNS. */
 static const struct {
     const char *pattern;
     int model;
 } PATTERNS[] = {
-    {"H200", 0},
-    {"H100 80GB HBM3", 1}, {"H100-SXM5-80GB", 1}, {"H100 SXM5 80GB", 1}, {"H100-80GB", 1},
-    {"A100-SXM4-80GB", 2}, {"A100-80GB", 2}, {"A100-PCIE-80GB", 2}, {"A100 80GB", 2},
-    {"A100-SXM4-40GB", 3}, {"A100-40GB", 3}, {"A100-PCIE-40GB", 3},
-    {"A30", 4},
+    {"H200", M_H200},
+    {"H20", M_H20},
+    {"GB200", M_GB200},
+    {"B200", M_B200},
+    {"H100 80GB HBM3", M_H100}, {"H100-SXM5-80GB", M_H100}, {"H100 SXM5 80GB", M_H100}, {"H100-80GB", M_H100},
+    {"A100-SXM4-80GB", M_A100_80}, {"A100-80GB", M_A100_80}, {"A100-PCIE-80GB", M_A100_80}, {"A100 80GB", M_A100_80},
+    {"A100-SXM4-40GB", M_A100_40}, {"A100-40GB", M_A100_40}, {"A100-PCIE-40GB", M_A100_40},
+    {"A30", M_A30},
 };
 
 const struct mig_model *mig_model_for_name(const char *name)
@@ -67,10 +82,13 @@ const struct mig_model *mig_model_for_name(const char *name)
         const char *hit = strstr(name, PATTERNS[i].pattern);
         if (!hit)
             continue;
-        if (PATTERNS[i].model == 4) {
-            /* "A30" but not "A3000": the character after must not be a digit. */
+        if (PATTERNS[i].model == M_A30 || PATTERNS[i].model == M_H20) {
+            /* "A30" but not "A3000", "H20" but not "H200": the character after is not a digit;
+             * the 141 GB H20 has another table (none here). */
             char next = hit[strlen(PATTERNS[i].pattern)];
             if (next >= '0' && next <= '9')
+                continue;
+            if (PATTERNS[i].model == M_H20 && strstr(name, "141GB"))
                 continue;
         }
         return &MODELS[PATTERNS[i].model];

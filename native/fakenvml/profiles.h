@@ -27,7 +27,7 @@ struct mig_gi_profile {
 
 struct mig_model {
     const char *key;             /* short name used in messages */
-    unsigned compute_slices;     /* 7 (A100/H100/H200) or 4 (A30) */
+    unsigned compute_slices;     /* 7 (A100/H100/H200/H20/B200/GB200) or 4 (A30) */
     unsigned memory_slices;      /* 8 or 4 */
     unsigned max_mig_devices;    /* nvmlDeviceGetMaxMigDeviceCount */
     unsigned sm_per_slice;

@@ -31,6 +31,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("plugin", "vgpu.cli.plugin", "kubelet device plugin: vgpu-number, vgpu-memory and vgpu-cores"),
     Subcommand("monitor", "vgpu.cli.monitor", "Prometheus exporter on :9394 and the 5-second priority feedback loop"),
     Subcommand("inspect", "vgpu.cli.inspect", "decode annotations and HAMi-core shared-region files"),
+    Subcommand("mig", "vgpu.cli.mig", "dynamic MIG helpers: knownMigGeometries from this node's GPUs (read-only)"),
     Subcommand(
         "demo", "vgpu.cli.demo", "the whole flow with fake GPUs: simulated cluster, real plugin and monitor processes"
     ),

@@ -111,7 +111,7 @@ _P7 = (0, 1, 2, 3, 4, 5, 6)
 def _a100_class(
     n1: str, m1: int, n1r2: str, m1r2: int, n2: str, m2: int, n3: str, m3: int, n4: str, m4: int, n7: str, m7: int
 ) -> tuple[StaticProfile, ...]:
-    """A100-40GB, A100-80GB, H100-80GB and H200: same constants, counts and placements."""
+    """A100-40GB, A100-80GB, H100-80GB, H200, H20, B200 and GB200: same constants, counts and placements."""
     return (
         StaticProfile(n1, GI_1_SLICE, 7, _p(_P7, 1), m1),
         StaticProfile(f"{n1}+me", GI_1_SLICE_REV1, 1, _p(_P7, 1), m1),
@@ -136,6 +136,15 @@ STATIC_TABLES: dict[str, tuple[StaticProfile, ...]] = {
     "H200-141GB": _a100_class(
         "1g.18gb", 18432, "1g.35gb", 35840, "2g.35gb", 35840, "3g.71gb", 72704, "4g.71gb", 72704, "7g.141gb", 144384
     ),
+    "H20-96GB": _a100_class(
+        "1g.12gb", 12032, "1g.24gb", 24064, "2g.24gb", 24064, "3g.48gb", 48128, "4g.48gb", 48128, "7g.96gb", 96256
+    ),
+    "B200-180GB": _a100_class(
+        "1g.23gb", 22784, "1g.45gb", 45568, "2g.45gb", 45568, "3g.90gb", 91136, "4g.90gb", 91136, "7g.180gb", 182272
+    ),
+    "GB200-186GB": _a100_class(
+        "1g.23gb", 23552, "1g.47gb", 47104, "2g.47gb", 47104, "3g.93gb", 94208, "4g.93gb", 94208, "7g.186gb", 188416
+    ),
     "A30-24GB": (
         StaticProfile("1g.6gb", GI_1_SLICE, 4, _p((0, 1, 2, 3), 1), 5836),
         StaticProfile("1g.6gb+me", GI_1_SLICE_REV1, 1, _p((0, 1, 2, 3), 1), 5836),
@@ -150,6 +159,13 @@ def static_model(gpu_name: str) -> str | None:
     """Which static table describes a GPU of this NVML name (None: none does)."""
     if "H200" in gpu_name:
         return "H200-141GB"
+    if "GB200" in gpu_name:
+        return "GB200-186GB"
+    if "B200" in gpu_name:
+        return "B200-180GB"
+    at = gpu_name.find("H20")
+    if at >= 0 and not gpu_name[at + 3 : at + 4].isdigit() and "141GB" not in gpu_name:
+        return "H20-96GB"
     if "H100" in gpu_name and "80GB" in gpu_name:
         return "H100-80GB"
     if "A100" in gpu_name and "80GB" in gpu_name:

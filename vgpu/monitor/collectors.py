@@ -24,10 +24,11 @@ from typing import Any
 from prometheus_client.registry import Collector
 
 from vgpu import buildinfo
-from vgpu.hamicore.region import RegionError
+from vgpu.hamicore.region import RegionError, RegionErrorCode
 from vgpu.monitor import families as F
-from vgpu.monitor.discovery import Discovery
+from vgpu.monitor.discovery import REJECT_REASONS, Discovery
 from vgpu.monitor.exposition import RenderedFamily, label_text
+from vgpu.monitor.feedback import RECENT_KERNEL, UTILIZATION_SWITCH
 from vgpu.monitor.host import HostSource
 from vgpu.monitor.pods import PodLookup
 from vgpu.monitor.stats import SCRAPE_BUCKETS, MonitorStats
@@ -36,6 +37,16 @@ from vgpu.nvml.errors import NVML_SUCCESS
 _Z = f",{F.ZONE}}} "
 _LABEL_CACHE_CAP = 64
 LEGACY_UUID_LEN = 40  # legacy deviceuuid: the first 40 bytes of uuids[d] (docs/metrics.md §2)
+
+
+# Label values every labelled self-metric shows from the start, at zero (docs/metrics.md §8).
+READ_ERROR_REASONS = (*(c.name.lower() for c in RegionErrorCode), "torn")
+FEEDBACK_FIELDS = (RECENT_KERNEL, UTILIZATION_SWITCH)
+
+
+def _with_zeros(known: tuple[str, ...], counts: dict[str, int]) -> list[tuple[str, int]]:
+    """``counts`` with every ``known`` key present (0 when absent), sorted by key."""
+    return sorted({**dict.fromkeys(known, 0), **counts}.items())
 
 
 def _families(defs: tuple[F.Family, ...]) -> list[RenderedFamily]:
@@ -270,19 +281,19 @@ class SelfCollector(Collector):
                 "vgpu_monitor_files_rejected",
                 "Files or directories rejected by the last scan, by reason",
                 "gauge",
-                [([("reason", r)], n) for r, n in sorted(s.rejected_now.items())],
+                [([("reason", r)], n) for r, n in _with_zeros(REJECT_REASONS, s.rejected_now)],
             )
             fam(
                 "vgpu_monitor_files_rejected_total",
                 "Rejections first seen, by reason (each file once per reason)",
                 "counter",
-                [([("reason", r)], n) for r, n in sorted(s.rejected_total.items())],
+                [([("reason", r)], n) for r, n in _with_zeros(REJECT_REASONS, s.rejected_total)],
             )
             fam(
                 "vgpu_monitor_region_read_errors_total",
                 "Reads of tracked regions that failed, by reason",
                 "counter",
-                [([("reason", r)], n) for r, n in sorted(s.read_errors.items())],
+                [([("reason", r)], n) for r, n in _with_zeros(READ_ERROR_REASONS, s.read_errors)],
             )
             fam(
                 "vgpu_monitor_unmapped_containers",
@@ -307,7 +318,7 @@ class SelfCollector(Collector):
                 "vgpu_monitor_feedback_writes_total",
                 "4-byte feedback writes into shared regions, by field",
                 "counter",
-                [([("field", k)], n) for k, n in sorted(s.feedback_writes.items())],
+                [([("field", k)], n) for k, n in _with_zeros(FEEDBACK_FIELDS, s.feedback_writes)],
             )
             fam(
                 "vgpu_monitor_feedback_errors_total",
@@ -339,9 +350,15 @@ class SelfCollector(Collector):
             errors, age, stale = host.status()
             fam(
                 "vgpu_monitor_nvml_errors_total",
-                "NVML calls that failed, by device, call and return code",
+                "NVML calls that failed, by device, call and return code (NOT_SUPPORTED is not a failure)",
                 "counter",
                 [([("device_index", i), ("call", c), ("code", code)], n) for (i, c, code), n in errors],
+            )
+            fam(
+                "vgpu_monitor_nvml_unsupported",
+                "1 when the device answered NOT_SUPPORTED for this value at the last sample (e.g. utilization on MIG)",
+                "gauge",
+                [([("device_index", i), ("call", c)], n) for (i, c), n in host.unsupported_now()],
             )
             fam(
                 "vgpu_monitor_nvml_sample_age_seconds",

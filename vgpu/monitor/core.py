@@ -28,6 +28,7 @@ from prometheus_client.registry import CollectorRegistry
 from vgpu.hamicore.paths import HostLayout, parse_container_dir_name
 from vgpu.hamicore.region import RegionError
 from vgpu.monitor import inotify
+from vgpu.monitor.allocation import AllocationCollector, Capacity
 from vgpu.monitor.collectors import ContainerCollector, HostCollector, SelfCollector
 from vgpu.monitor.discovery import Discovery, GcResult, ScanResult
 from vgpu.monitor.exposition import render
@@ -73,6 +74,7 @@ class Monitor:
         interval_s: float = INTERVAL_S,
         use_inotify: bool = True,
         mig: MigInfoSource | None = None,
+        capacity: Capacity | None = None,
     ):
         self.containers_root = HostLayout(hook_path=hook_path).containers_root  # the plugin's root too
         self.pods = pods
@@ -100,6 +102,10 @@ class Monitor:
         )
         if mig is not None and hami:
             self.registry.register(MigInfoCollector(mig))
+        self._allocation = AllocationCollector(
+            pods, host.gpus if host else (), node_name, capacity or Capacity(), legacy=legacy, hami=hami
+        )
+        self.registry.register(self._allocation)
         self._self_collector = SelfCollector(self.stats, pods, host)
         self.registry.register(self._self_collector)
         self.registry.register(BoundsCollector(self.stats))
@@ -122,6 +128,7 @@ class Monitor:
         if mig is not None and self.hami:
             self.registry.register(MigInfoCollector(mig))
         self._self_collector.host = host
+        self._allocation.set_gpus(host.gpus)
 
     def render_metrics(self) -> bytes:
         """One scrape: collect every family and render text 0.0.4 (never waits on the API)."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from vgpu import buildinfo
+from vgpu.config.device_config import default_device_config
 from vgpu.config.loader import effective_config, log_warnings
 from vgpu.config.model import ConfigError, DeviceConfig, NodeConfig
 from vgpu.configfiles import DEVICE_CONFIG_PATH, load_device_config
@@ -36,6 +37,7 @@ from vgpu.httpserve import ListenAddressError, MetricsServer
 from vgpu.kube.client import KubeClient, KubeConfigError
 from vgpu.mig.errors import MigError
 from vgpu.mig.manager import MigManager
+from vgpu.monitor.allocation import Capacity
 from vgpu.monitor.collectors import BuildInfoCollector
 from vgpu.monitor.core import INTERVAL_S, Monitor
 from vgpu.monitor.host import DEFAULT_BOUND_S, HostGpu, HostSource
@@ -121,6 +123,14 @@ def open_mig_source(
     return MigInfoSource(pods, manager, bound_s=bound_s).start()
 
 
+def allocation_capacity(device: DeviceConfig | None) -> Capacity:
+    """Per-GPU capacities of the allocation families from ``--device-config`` (defaults when invalid)."""
+    d = device or default_device_config()
+    return Capacity(
+        memory_factor=d.gpu_memory_factor, cores=int(100 * d.device_core_scaling), shares=d.device_split_count
+    )
+
+
 class MonitorDaemon:
     def __init__(self, opts: MonitorOptions):
         self.opts = opts
@@ -181,6 +191,7 @@ class MonitorDaemon:
                 hami=o.hami_metrics,
                 interval_s=o.interval_s,
                 mig=self.mig,
+                capacity=allocation_capacity(device),
             )
             driver = read_driver_version(o.nvml_library) if self.host is not None else None
             self.monitor.registry.register(BuildInfoCollector(buildinfo.build_labels("monitor", driver, os.environ)))

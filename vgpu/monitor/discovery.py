@@ -87,6 +87,8 @@ _CODE_REASON = {
     RegionErrorCode.LAYOUT_CHANGED: "layout_changed",
     RegionErrorCode.ARG: "name",
 }
+REJECT_REASONS = (DIR_SYMLINK, NOT_DIRECTORY, DIR_OPEN, *dict.fromkeys(_CODE_REASON.values()))
+"""Every rejection reason, so each is exported from the start at zero (docs/metrics.md §8)."""
 
 
 @dataclass(eq=False)

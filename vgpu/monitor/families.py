@@ -91,6 +91,87 @@ HAMI_MIG_DEVICE_INFO = Family(
     _HAMI_CTR[:4] + ("device_uuid", "mig_uuid", "profile", "gpu_instance_id", "compute_instance_id"),
 )
 
+# ---- allocation, from this node's pods' vgpu-ids-new (docs/metrics.md §3.1) ---------------------------
+# The names and labels HAMi's scheduler exports for the same values (cluster-wide there; the
+# monitor exports its node's share), ``zone="vGPU"`` included.  Legacy names go with the legacy
+# switch, ``hami_*`` with the HAMi switch.  ``container`` is our addition: it joins the usage families.
+_HAMI_ALLOC_GPU = ("node", "device_uuid", "device_index", "device_type")
+_LEGACY_ALLOC_GPU = ("nodeid", "deviceuuid", "deviceidx", "devicetype")
+_HAMI_ALLOC_CTR = ("namespace", "node", "pod", "container_index", "device_uuid", "container")
+_LEGACY_ALLOC_CTR = ("podnamespace", "nodename", "podname", "containeridx", "deviceuuid", "container")
+
+HAMI_GPU_MEMORY_LIMIT = Family(
+    "hami_gpu_memory_limit_bytes", "Device memory limit for a certain GPU", "gauge", _HAMI_ALLOC_GPU
+)
+HAMI_GPU_CORE_LIMIT = Family(
+    "hami_gpu_core_limit_ratio", "Device core limit for a certain GPU", "gauge", _HAMI_ALLOC_GPU
+)
+HAMI_GPU_MEMORY_ALLOCATED = Family(
+    "hami_gpu_memory_allocated_bytes",
+    "Device memory allocated for a certain GPU",
+    "gauge",
+    ("node", "device_uuid", "device_index", "device_cores", "device_type"),
+)
+HAMI_GPU_CORE_ALLOCATED = Family(
+    "hami_gpu_core_allocated_ratio", "Device core allocated for a certain GPU", "gauge", _HAMI_ALLOC_GPU
+)
+HAMI_GPU_SHARED_COUNT = Family(
+    "hami_gpu_shared_count", "Number of containers sharing this GPU", "gauge", _HAMI_ALLOC_GPU
+)
+VGPU_GPU_SHARED_LIMIT = Family(
+    "vgpu_gpu_shared_limit", "Containers that may share this GPU (deviceSplitCount)", "gauge", _HAMI_ALLOC_GPU
+)
+HAMI_VGPU_MEMORY_ALLOCATED = Family(
+    "hami_vgpu_memory_allocated_bytes", "vGPU memory allocated from a container", "gauge", _HAMI_ALLOC_CTR
+)
+HAMI_VGPU_CORE_ALLOCATED = Family(
+    "hami_vgpu_core_allocated_ratio", "vGPU core allocated from a container", "gauge", _HAMI_ALLOC_CTR
+)
+LEGACY_GPU_MEMORY_LIMIT = Family(
+    "GPUDeviceMemoryLimit", "Device memory limit for a certain GPU", "gauge", _LEGACY_ALLOC_GPU
+)
+LEGACY_GPU_CORE_LIMIT = Family(
+    "GPUDeviceCoreLimit", "Device memory core limit for a certain GPU", "gauge", _LEGACY_ALLOC_GPU
+)
+LEGACY_GPU_MEMORY_ALLOCATED = Family(
+    "GPUDeviceMemoryAllocated",
+    "Device memory allocated for a certain GPU",
+    "gauge",
+    ("nodeid", "deviceuuid", "deviceidx", "devicecores", "devicetype"),
+)
+LEGACY_GPU_CORE_ALLOCATED = Family(
+    "GPUDeviceCoreAllocated", "Device core allocated for a certain GPU", "gauge", _LEGACY_ALLOC_GPU
+)
+LEGACY_GPU_SHARED_NUM = Family(
+    "GPUDeviceSharedNum", "Number of containers sharing this GPU", "gauge", _LEGACY_ALLOC_GPU
+)
+LEGACY_VGPU_MEMORY_ALLOCATED = Family(
+    "vGPUMemoryAllocated", "vGPU memory allocated from a container", "gauge", _LEGACY_ALLOC_CTR
+)
+LEGACY_VGPU_CORE_ALLOCATED = Family(
+    "vGPUCoreAllocated", "vGPU core allocated from a container", "gauge", _LEGACY_ALLOC_CTR
+)
+
+HAMI_ALLOCATION = (
+    HAMI_GPU_MEMORY_LIMIT,
+    HAMI_GPU_CORE_LIMIT,
+    HAMI_GPU_MEMORY_ALLOCATED,
+    HAMI_GPU_CORE_ALLOCATED,
+    HAMI_GPU_SHARED_COUNT,
+    VGPU_GPU_SHARED_LIMIT,
+    HAMI_VGPU_MEMORY_ALLOCATED,
+    HAMI_VGPU_CORE_ALLOCATED,
+)
+LEGACY_ALLOCATION = (
+    LEGACY_GPU_MEMORY_LIMIT,
+    LEGACY_GPU_CORE_LIMIT,
+    LEGACY_GPU_MEMORY_ALLOCATED,
+    LEGACY_GPU_CORE_ALLOCATED,
+    LEGACY_GPU_SHARED_NUM,
+    LEGACY_VGPU_MEMORY_ALLOCATED,
+    LEGACY_VGPU_CORE_ALLOCATED,
+)
+
 HAMI_HOST = (HAMI_HOST_MEMORY_USED, HAMI_HOST_UTILIZATION, HAMI_HOST_MEMCTL_UTILIZATION)
 HAMI_CONTAINER = (
     HAMI_VGPU_MEMORY_USED,
@@ -103,4 +184,12 @@ HAMI_CONTAINER = (
     HAMI_MEMORY_BUFFER,
 )
 
-ALL = LEGACY_HOST + LEGACY_CONTAINER + HAMI_HOST + HAMI_CONTAINER + (HAMI_MIG_DEVICE_INFO,)
+ALL = (
+    LEGACY_HOST
+    + LEGACY_CONTAINER
+    + HAMI_HOST
+    + HAMI_CONTAINER
+    + (HAMI_MIG_DEVICE_INFO,)
+    + HAMI_ALLOCATION
+    + LEGACY_ALLOCATION
+)

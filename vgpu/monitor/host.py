@@ -7,9 +7,12 @@ scrape serves the last good value instead and its age is exported
 scrapes do not wait at all.  :class:`BoundedRefresh` is that mechanism; :class:`HostSource`
 (host memory/utilisation) and :class:`vgpu.monitor.mig_info.MigInfoSource` use it.
 
-A per-device, per-call NVML error (e.g. ``NOT_SUPPORTED`` utilisation on a MIG-enabled GPU,
-HAMi#1089) only omits that device's series for that family and is counted; it never fails the
-scrape (the sampler keeps a return code per device and family).
+A per-device, per-call NVML error only omits that device's series for that family and is
+counted; it never fails the scrape (the sampler keeps a return code per device and family).
+``NOT_SUPPORTED`` is not an error but an answer: the device has no such value (utilisation of a
+MIG-enabled GPU, HAMi#1089; memory of a unified-memory part).  It is shown by
+``vgpu_monitor_nvml_unsupported`` instead of ``vgpu_monitor_nvml_errors_total``
+(docs/metrics.md §4.1), so a MIG node's error counter stays flat.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from vgpu.nvml.device import GpuInfo
-from vgpu.nvml.errors import NVML_SUCCESS, code_name
+from vgpu.nvml.errors import NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS, code_name
 from vgpu.nvml.sampler import NodeSample
 from vgpu.protocol.register import register_type
 
@@ -31,6 +34,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BOUND_S = 1.0
 T = TypeVar("T")
+SAMPLED_CALLS = ("memory", "utilization")  # the ``call`` label values of the host NVML self-metrics
 
 
 class BoundedRefresh(Generic[T]):
@@ -147,6 +151,7 @@ class HostGpu:
     index: int
     uuid: str
     name: str
+    memory_total_mib: int = 0  # NVML memory.total at startup (the allocation capacity, docs/metrics.md §3.1)
 
     @property
     def device_type(self) -> str:
@@ -155,7 +160,7 @@ class HostGpu:
 
     @classmethod
     def of(cls, info: GpuInfo) -> HostGpu:
-        return cls(info.index, info.uuid, info.name)
+        return cls(info.index, info.uuid, info.name, info.memory_total_mib)
 
 
 class HostSource:
@@ -166,6 +171,8 @@ class HostSource:
         self.gpus = tuple(gpus)
         self._lock = threading.Lock()
         self.errors: Counter[tuple[str, str, str]] = Counter()  # (device index, call, code name) -> count
+        # (device index, call) -> 1 while the last sample answered NOT_SUPPORTED; every pair present
+        self.unsupported: dict[tuple[str, str], int] = {(str(g.index), c): 0 for g in self.gpus for c in SAMPLED_CALLS}
         self._refresh: BoundedRefresh[NodeSample] = BoundedRefresh(
             "monitor-nvml", sampler.sample, bound_s=bound_s, on_result=self._count
         )
@@ -190,10 +197,15 @@ class HostSource:
                 self.errors[("", "sample", "exception")] += 1
                 return
             for d in sample.devices:
-                if d.memory_rc != NVML_SUCCESS:
-                    self.errors[(str(d.index), "memory", code_name(d.memory_rc))] += 1
-                if d.utilization_rc != NVML_SUCCESS:
-                    self.errors[(str(d.index), "utilization", code_name(d.utilization_rc))] += 1
+                index = str(d.index)
+                for call, rc in (("memory", d.memory_rc), ("utilization", d.utilization_rc)):
+                    if rc == NVML_ERROR_NOT_SUPPORTED:
+                        self.unsupported[(index, call)] = 1
+                        continue
+                    if (index, call) in self.unsupported:
+                        self.unsupported[(index, call)] = 0
+                    if rc != NVML_SUCCESS:
+                        self.errors[(index, call, code_name(rc))] += 1
 
     def latest(self) -> NodeSample | None:
         """A sample taken after this call started, or — after at most ``bound_s`` — the last good one."""
@@ -204,3 +216,8 @@ class HostSource:
         with self._lock:
             errors = sorted(self.errors.items())
         return errors, self._refresh.age(), self._refresh.stale_serves
+
+    def unsupported_now(self) -> list[tuple[tuple[str, str], int]]:
+        """((device index, call), 1/0): whether the last sample answered NOT_SUPPORTED."""
+        with self._lock:
+            return sorted(self.unsupported.items(), key=lambda kv: (int(kv[0][0]), kv[0][1]))

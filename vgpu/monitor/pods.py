@@ -30,7 +30,7 @@ from vgpu.kube.client import KubeClient
 from vgpu.kube.watchcache import WatchCache
 from vgpu.protocol import keys
 from vgpu.protocol.errors import ProtocolError
-from vgpu.protocol.pod_devices import decode_pod_devices, segment_gpu_uuids
+from vgpu.protocol.pod_devices import ContainerDevices, decode_pod_devices, segment_gpu_uuids
 from vgpu.protocol.pod_model import ResourceNames, requests_vgpu
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,15 @@ class PodInfo:
     """vGPU container name → its ``CUDA_TASK_PRIORITY`` where the spec states it (pod_task_priority)."""
     assignment_error: str | None = None
     """Why ``vgpu-ids-new`` gives no GPUs to anyone (for the log), or None."""
+    devices: Mapping[str, ContainerDevices] = field(default_factory=dict)
+    """vGPU container name → its ``vgpu-ids-new`` segment (memory and cores per GPU: the allocation)."""
+    container_index: Mapping[str, int] = field(default_factory=dict)
+    """vGPU container name → its index in ``spec.containers`` (HAMi's ``container_index``)."""
+
+    @property
+    def allocates(self) -> bool:
+        """Whether its devices count as allocated on the node (docs/metrics.md §3.1)."""
+        return not self.terminal and self.bind_phase != "failed" and bool(self.devices)
 
     def assigned_gpus(self, container: str) -> frozenset[str]:
         """The GPUs the scheduler gave ``container`` and the plugin served; empty for any other container."""
@@ -85,13 +94,17 @@ class PodInfo:
         ids = ids if isinstance(ids, str) else None
         vgpu: tuple[str, ...] = ()
         assigned: dict[str, frozenset[str]] = {}
+        devices: dict[str, ContainerDevices] = {}
+        index: dict[str, int] = {}
         priorities: dict[str, int] = {}
         error = None
         if ids:  # only pods the scheduler gave devices have vGPU containers (and region directories)
             names = names or default_resource_names()
             vgpu_specs = [c for c in specs if requests_vgpu(c, names)]
             vgpu = tuple(str(c["name"]) for c in vgpu_specs)
-            assigned, error = _assignments(ids, vgpu)
+            devices, error = _assignments(ids, vgpu)
+            index = {str(c["name"]): i for i, c in enumerate(specs) if str(c["name"]) in devices}
+            assigned = {name: segment_gpu_uuids(seg) for name, seg in devices.items()}
             for c in vgpu_specs:
                 prio = pod_task_priority(c)
                 if prio is not None:
@@ -108,10 +121,12 @@ class PodInfo:
             assigned,
             priorities,
             error,
+            devices,
+            index,
         )
 
 
-def _assignments(ids: str, vgpu: tuple[str, ...]) -> tuple[dict[str, frozenset[str]], str | None]:
+def _assignments(ids: str, vgpu: tuple[str, ...]) -> tuple[dict[str, ContainerDevices], str | None]:
     """Segment k of ``vgpu-ids-new`` → the k-th vGPU container, as Allocate matches them
     (docs/protocol.md §3.1, §5.1); nothing for anyone when the value is not what Allocate accepts."""
     try:
@@ -123,7 +138,7 @@ def _assignments(ids: str, vgpu: tuple[str, ...]) -> tuple[dict[str, frozenset[s
             f"{keys.VGPU_IDS_NEW} has {len(segments)} segment(s) "
             f"but the pod has {len(vgpu)} container(s) requesting vGPU"
         )
-    return {name: segment_gpu_uuids(seg) for name, seg in zip(vgpu, segments, strict=True)}, None
+    return dict(zip(vgpu, segments, strict=True)), None
 
 
 class PodLookup(Protocol):
@@ -208,6 +223,8 @@ class PodIndex:
                 assigned=old.assigned,
                 priorities=old.priorities,
                 assignment_error=old.assignment_error,
+                devices=old.devices,
+                container_index=old.container_index,
             )
         if new.assignment_error is not None and (new.uid, "error") not in self._logged:
             self._logged.add((new.uid, "error"))

@@ -19,3 +19,7 @@ class GpuInfo:
     compute_capability: tuple[int, int]
     mig_capable: bool
     mig_mode: bool
+    memory_supported: bool = True
+    """False when nvmlDeviceGetMemoryInfo answers NOT_SUPPORTED (unified-memory parts such as GB10):
+    ``memory_total_mib`` is then 0 and the plugin does not advertise the GPU (HAMi-core cannot limit
+    memory NVML cannot measure; docs/kubelet-api.md §4.1)."""

@@ -85,21 +85,46 @@ def _describe(library: str, index: int, sysfs_root: str | pathlib.Path) -> GpuIn
     handle = call("nvmlDeviceGetHandleByIndex", pynvml.nvmlDeviceGetHandleByIndex, index)
     pci = call("nvmlDeviceGetPciInfo", pynvml.nvmlDeviceGetPciInfo, handle)
     pci_bus_id = pynvml_text(pci.busId)
-    memory = call("nvmlDeviceGetMemoryInfo", pynvml.nvmlDeviceGetMemoryInfo, handle)
+    name = pynvml_text(call("nvmlDeviceGetName", pynvml.nvmlDeviceGetName, handle))
+    total_mib, memory_supported = _memory_total_mib(library, index, handle, name)
     major, minor_cc = call("nvmlDeviceGetCudaComputeCapability", pynvml.nvmlDeviceGetCudaComputeCapability, handle)
     mig_capable, mig_mode = _mig(library, index, handle)
     return GpuInfo(
         index=index,
         uuid=pynvml_text(call("nvmlDeviceGetUUID", pynvml.nvmlDeviceGetUUID, handle)),
-        name=pynvml_text(call("nvmlDeviceGetName", pynvml.nvmlDeviceGetName, handle)),
-        memory_total_mib=int(memory.total) // MIB,
+        name=name,
+        memory_total_mib=total_mib,
         minor=int(call("nvmlDeviceGetMinorNumber", pynvml.nvmlDeviceGetMinorNumber, handle)),
         pci_bus_id=pci_bus_id,
         numa_node=_numa_node(library, index, handle, pci_bus_id, sysfs_root),
         compute_capability=(int(major), int(minor_cc)),
         mig_capable=mig_capable,
         mig_mode=mig_mode,
+        memory_supported=memory_supported,
     )
+
+
+def _memory_total_mib(library: str, index: int, handle: Any, name: str) -> tuple[int, bool]:
+    """(memory.total in MiB, True), or (0, False) when the GPU has no memory of its own to report.
+
+    Unified-memory parts (GB10 and other GPUs sharing the host's memory) answer NOT_SUPPORTED;
+    that is a property of the GPU, not an error, so discovery goes on (docs/kubelet-api.md §4.1).
+    """
+    try:
+        memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    except pynvml.NVMLError as exc:
+        if exc.value not in _ABSENT:
+            raise NvmlError(
+                exc.value, str(exc), function=f"nvmlDeviceGetMemoryInfo(device {index})", library=library
+            ) from exc
+        log.warning(
+            "GPU %d (%s): nvmlDeviceGetMemoryInfo answers %s (a unified-memory GPU?): no memory to share",
+            index,
+            name,
+            "NOT_SUPPORTED" if exc.value == NVML_ERROR_NOT_SUPPORTED else "FUNCTION_NOT_FOUND",
+        )
+        return 0, False
+    return int(memory.total) // MIB, True
 
 
 def discover_gpus(library: str | None = None, *, sysfs_root: str | pathlib.Path = "/sys") -> list[GpuInfo]:

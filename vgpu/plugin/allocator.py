@@ -44,7 +44,7 @@ from vgpu.plugin.devices import ResourceKind, memory_units
 from vgpu.plugin.mig_seam import MigApplier, mig_visible_devices
 from vgpu.plugin.overcommit import OvercommitGuard
 from vgpu.plugin.pod_writes import PodWriter
-from vgpu.plugin.preference import gpu_of, id_order, preferred_ids
+from vgpu.plugin.preference import gpu_of, id_order, numa_of, preferred_ids
 from vgpu.plugin.responses import (
     REASON_DEVICE,
     REASON_HOST,
@@ -137,7 +137,7 @@ class VolcanoAllocator:
     def preferred_allocation(
         self, resource: ResourceManager, request: pb.PreferredAllocationRequest
     ) -> pb.PreferredAllocationResponse:
-        key, uuid_of, out = id_order(resource), gpu_of(resource), []
+        key, uuid_of, node_of, out = id_order(resource), gpu_of(resource), numa_of(resource), []
         with self.client.deadline(OPTIONAL_BUDGET_S), self._lock:
             views = self._views()
             for r in request.container_requests:
@@ -164,7 +164,13 @@ class VolcanoAllocator:
                 out.append(
                     pb.ContainerPreferredAllocationResponse(
                         deviceIDs=preferred_ids(
-                            r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size, key, targets, uuid_of
+                            r.available_deviceIDs,
+                            r.must_include_deviceIDs,
+                            r.allocation_size,
+                            key,
+                            targets,
+                            uuid_of,
+                            node_of,
                         )
                     )
                 )

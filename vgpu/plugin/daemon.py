@@ -110,9 +110,17 @@ def default_allocators() -> dict[ResourceKind, Allocator]:
 
 def select_gpus(gpus: list[GpuInfo], cfg: EffectiveConfig) -> list[GpuInfo]:
     """The GPUs we advertise: not filtered (docs/configuration.md §3), ordered by minor number."""
-    kept = [g for g in gpus if not cfg.is_filtered(g.index, g.uuid)]
+    kept = [g for g in gpus if not cfg.is_filtered(g.index, g.uuid) and g.memory_supported]
     for g in gpus:
-        if g not in kept:
+        if not g.memory_supported:  # docs/kubelet-api.md §4.1
+            log.warning(
+                "GPU %d (%s, %s) is excluded: NVML reports no memory of its own (unified memory), "
+                "so HAMi-core cannot limit it",
+                g.index,
+                g.uuid,
+                g.name,
+            )
+        elif g not in kept:
             log.info("GPU %d (%s) is excluded by filterdevices", g.index, g.uuid)
     return sorted(kept, key=lambda g: g.minor)
 

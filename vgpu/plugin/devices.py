@@ -8,6 +8,10 @@ plugin restarts (the kubelet checkpoints allocated IDs).
 - vgpu-number: ``<UUID>-<i>``, i < deviceSplitCount
 - vgpu-memory: ``<minor>-<i>``, i < floor(MiB / gpuMemoryFactor)   (compact, our choice)
 - vgpu-cores:  ``<UUID>-core-<i>``, i < int(100 × deviceCoreScaling)
+
+vgpu-number and vgpu-cores IDs carry their GPU's NUMA node as ListAndWatch ``topology`` (none
+when neither NVML nor sysfs knows it), so the kubelet's Topology Manager can align CPUs and GPUs;
+vgpu-memory IDs carry none, which keeps its 4 MiB budget (docs/kubelet-api.md §7.4).
 """
 
 from __future__ import annotations
@@ -50,11 +54,12 @@ def resource_specs(cfg: EffectiveConfig) -> tuple[ResourceSpec, ...]:
 
 @dataclass(frozen=True)
 class IdBlock:
-    """The fake IDs of one GPU in one resource: ``prefix + str(i)`` for i < count."""
+    """The fake IDs of one GPU in one resource: ``prefix + str(i)`` for i < count, on ``numa_node``."""
 
     gpu_uuid: str
     prefix: str
     count: int
+    numa_node: int | None = None
 
     def ids(self) -> list[str]:
         p = self.prefix
@@ -79,10 +84,10 @@ def memory_units(gpu: GpuInfo, factor: int) -> int:
 def id_block(kind: ResourceKind, gpu: GpuInfo, cfg: EffectiveConfig, *, factor: int | None = None) -> IdBlock:
     """The ID block of ``gpu`` for ``kind``; ``factor`` overrides gpuMemoryFactor (size check)."""
     if kind is ResourceKind.NUMBER:
-        return IdBlock(gpu.uuid, f"{gpu.uuid}-", cfg.split_count)
+        return IdBlock(gpu.uuid, f"{gpu.uuid}-", cfg.split_count, gpu.numa_node)
     if kind is ResourceKind.MEMORY:
         return IdBlock(gpu.uuid, f"{gpu.minor}-", memory_units(gpu, factor or cfg.gpu_memory_factor))
-    return IdBlock(gpu.uuid, f"{gpu.uuid}-core-", cfg.cores_per_gpu)
+    return IdBlock(gpu.uuid, f"{gpu.uuid}-core-", cfg.cores_per_gpu, gpu.numa_node)
 
 
 def id_blocks(

@@ -25,7 +25,7 @@ import grpc
 from vgpu.hamicore.contract import Mount
 from vgpu.plugin.api import pb
 from vgpu.plugin.cdi import CdiNameError, DeviceListPolicy, response_cdi_names
-from vgpu.plugin.preference import id_order, preferred_ids
+from vgpu.plugin.preference import id_order, numa_of, preferred_ids
 from vgpu.protocol.cdi import CdiError
 
 if TYPE_CHECKING:
@@ -107,11 +107,13 @@ class EmptyAllocator:
     def preferred_allocation(
         self, resource: ResourceManager, request: pb.PreferredAllocationRequest
     ) -> pb.PreferredAllocationResponse:
-        key = id_order(resource)
+        key, node_of = id_order(resource), numa_of(resource)
         return pb.PreferredAllocationResponse(
             container_responses=[
                 pb.ContainerPreferredAllocationResponse(
-                    deviceIDs=preferred_ids(r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size, key)
+                    deviceIDs=preferred_ids(
+                        r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size, key, numa_of=node_of
+                    )
                 )
                 for r in request.container_requests
             ]

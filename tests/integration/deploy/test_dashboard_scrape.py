@@ -29,7 +29,7 @@ from vgpu.sim.kubelet.admission import pod_manifest
 
 from .conftest import wait_until
 
-NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_UNKNOWN = 999  # a failure: NOT_SUPPORTED is an answer, not counted as an error
 
 
 def _play_hami_core(container, hook_path: pathlib.Path) -> RegionWriter:
@@ -116,7 +116,7 @@ def test_dashboard_queries_only_metrics_a_real_monitor_exports(cluster_factory, 
         bad = cluster.hook_path / "containers" / "00000000-0000-0000-0000-0000000000aa_bad"
         bad.mkdir()
         (bad / "x.cache").write_bytes(b"not a region")
-        cluster.nvml.inject_error("nvmlDeviceGetUtilizationRates", NVML_ERROR_NOT_SUPPORTED, index=failing_gpu)
+        cluster.nvml.inject_error("nvmlDeviceGetUtilizationRates", NVML_ERROR_UNKNOWN, index=failing_gpu)
         mon = monitor_factory(cluster)
         from_plugin = queried_metrics() & plugin_sample_names()  # docs/metrics.md §10: the plugin's endpoint
         wanted = queried_metrics() - from_plugin

@@ -52,6 +52,18 @@ MODELS = {
         ["1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"],
         [18432, 18432, 35840, 35840, 72704, 72704, 144384],
     ),
+    "NVIDIA H20": a100_class(
+        ["1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"],
+        [12032, 12032, 24064, 24064, 48128, 48128, 96256],
+    ),
+    "NVIDIA B200": a100_class(
+        ["1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"],
+        [22784, 22784, 45568, 45568, 91136, 91136, 182272],
+    ),
+    "NVIDIA GB200": a100_class(
+        ["1g.23gb", "1g.23gb+me", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb"],
+        [23552, 23552, 47104, 47104, 94208, 94208, 188416],
+    ),
     "NVIDIA A30": {
         0x0: {
             "name": "1g.6gb",
@@ -87,7 +99,10 @@ MEMORY_TOTAL = {
     "NVIDIA A100-SXM4-80GB": 81920,
     "NVIDIA H100 80GB HBM3": 81559,
     "NVIDIA H200 141GB HBM3e": 143771,
-    "NVIDIA A30": 24576,
+    "NVIDIA A30": 24064,
+    "NVIDIA H20": 97871,
+    "NVIDIA B200": 183359,
+    "NVIDIA GB200": 189952,
 }
 
 # docs/mig.md §2.1 default geometries: group -> [(profile name, count)] in config order.
@@ -116,6 +131,24 @@ GEOMETRIES = {
         "group2": [("2g.35gb", 3), ("1g.18gb", 1)],
         "group3": [("3g.71gb", 2)],
         "group4": [("7g.141gb", 1)],
+    },
+    "NVIDIA H20": {
+        "group1": [("1g.12gb", 7)],
+        "group2": [("2g.24gb", 3), ("1g.12gb", 1)],
+        "group3": [("3g.48gb", 2)],
+        "group4": [("7g.96gb", 1)],
+    },
+    "NVIDIA B200": {
+        "group1": [("1g.23gb", 7)],
+        "group2": [("2g.45gb", 3), ("1g.23gb", 1)],
+        "group3": [("3g.90gb", 2)],
+        "group4": [("7g.180gb", 1)],
+    },
+    "NVIDIA GB200": {
+        "group1": [("1g.23gb", 7)],
+        "group2": [("2g.47gb", 3), ("1g.23gb", 1)],
+        "group3": [("3g.93gb", 2)],
+        "group4": [("7g.186gb", 1)],
     },
 }
 

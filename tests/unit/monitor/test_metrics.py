@@ -13,10 +13,10 @@ import pytest
 from tests.unit.hamicore.scenario import MIB, STANDARD_EXPECTED, VARIANTS, fixture_paths, standard_region
 from vgpu.monitor import families as F
 from vgpu.monitor.core import Monitor
-from vgpu.nvml.errors import NVML_ERROR_NOT_SUPPORTED
+from vgpu.nvml.errors import NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNKNOWN
 from vgpu.sim.pods import StaticPods
 
-from .helpers import UUIDS, add_container, container_dir, headers, new_uid, one, parse, pod, write_region
+from .helpers import UUIDS, add_container, container_dir, headers, new_uid, one, parse, pod, wait_until, write_region
 
 NOW = 1_800_000_000  # the standard scenario's timestamps; its last kernel is at NOW + 5
 
@@ -258,9 +258,43 @@ def test_not_supported_utilization_on_one_gpu_omits_only_that(make_monitor, hook
     assert [lab["device_index"] for lab, _ in s["hami_host_gpu_memory_controller_utilization_ratio"]] == ["0"]
     assert sorted(lab["deviceidx"] for lab, _ in s["HostGPUMemoryUsage"]) == ["0", "1"]  # memory still works
     assert len(s["hami_vgpu_memory_used_bytes"]) == 2
+    s = parse(m.render_metrics())
+    # 19.5: NOT_SUPPORTED is an answer, not an error (docs/metrics.md §4.1).
+    assert s.get("vgpu_monitor_nvml_errors_total", []) == []
+    assert s["vgpu_monitor_nvml_unsupported"] == [
+        ({"device_index": "0", "call": "memory"}, 0.0),
+        ({"device_index": "0", "call": "utilization"}, 0.0),
+        ({"device_index": "1", "call": "memory"}, 0.0),
+        ({"device_index": "1", "call": "utilization"}, 1.0),
+    ]
+    nvml_two_gpus.clear_error("nvmlDeviceGetUtilizationRates", index=1)
+    wait_until(
+        lambda: "1" in [lab["deviceidx"] for lab, _ in parse(m.render_metrics())["HostCoreUtilization"]], 5, "util back"
+    )
+    unsupported = parse(m.render_metrics())["vgpu_monitor_nvml_unsupported"]
+    assert all(v == 0 for _, v in unsupported)
+
+
+def test_other_nvml_errors_are_still_counted(make_monitor, host_source, nvml_two_gpus):
+    nvml_two_gpus.inject_error("nvmlDeviceGetMemoryInfo", NVML_ERROR_UNKNOWN, index=0)
+    m = make_monitor(host=host_source)
     errors = parse(m.render_metrics())["vgpu_monitor_nvml_errors_total"]
     assert [(lab, v >= 1) for lab, v in errors] == [
-        ({"device_index": "1", "call": "utilization", "code": "NVML_ERROR_NOT_SUPPORTED"}, True)
+        ({"device_index": "0", "call": "memory", "code": "NVML_ERROR_UNKNOWN"}, True)
+    ]
+
+
+def test_labelled_self_counters_are_present_at_zero_from_the_start(make_monitor):
+    s = parse(make_monitor(host=None).render_metrics())
+    reasons = {lab["reason"] for lab, v in s["vgpu_monitor_files_rejected_total"] if v == 0}
+    assert {"dir_symlink", "not_directory", "dir_open", "symlink", "not_regular", "size", "magic"} <= reasons
+    assert {"version", "short_read", "io", "open", "race", "layout_changed", "name"} <= reasons
+    assert {lab["reason"] for lab, _ in s["vgpu_monitor_files_rejected"]} == reasons
+    read = {lab["reason"] for lab, v in s["vgpu_monitor_region_read_errors_total"] if v == 0}
+    assert {"size", "magic", "version", "short_read", "io", "torn", "layout_changed"} <= read
+    assert s["vgpu_monitor_feedback_writes_total"] == [
+        ({"field": "recent_kernel"}, 0.0),
+        ({"field": "utilization_switch"}, 0.0),
     ]
 
 

@@ -6,7 +6,15 @@ import pytest
 
 from vgpu.plugin.api import pb
 from vgpu.plugin.devices import IdBlock
-from vgpu.plugin.listwatch import EncodedBlock, block_size, encode_ids, entry_size, message_size, varint_len
+from vgpu.plugin.listwatch import (
+    EncodedBlock,
+    block_size,
+    encode_ids,
+    entry_size,
+    message_size,
+    topology_field,
+    varint_len,
+)
 
 
 def _proto(ids, health):
@@ -59,3 +67,28 @@ def test_encoded_block_is_cached_per_health_state():
     blk = EncodedBlock(IdBlock("A", "0-", 100))
     assert blk.encoded(True) is blk.encoded(True)
     assert blk.encoded(False) is not blk.encoded(True)
+
+
+def _proto_numa(ids, health, numa):
+    topo = pb.TopologyInfo(nodes=[pb.NUMANode(ID=numa)])
+    return pb.ListAndWatchResponse(
+        devices=[pb.Device(ID=i, health=health, topology=topo) for i in ids]
+    ).SerializeToString()
+
+
+@pytest.mark.parametrize("numa", [0, 1, 127, 128, 1023, 2**40])
+@pytest.mark.parametrize("healthy", [True, False])
+def test_topology_encoding_matches_protobuf_and_exact_size(numa, healthy):
+    block = IdBlock("GPU-x", "GPU-8664316c-6888-5063-1e4d-f2a09cfbf180-", 150, numa)
+    data = EncodedBlock(block).encoded(healthy)
+    assert data == _proto_numa(block.ids(), "Healthy" if healthy else "Unhealthy", numa)
+    assert message_size([block], healthy) == len(data)
+    assert [d.topology.nodes[0].ID for d in pb.ListAndWatchResponse.FromString(data).devices] == [numa] * 150
+
+
+def test_unknown_numa_node_leaves_topology_unset():
+    data = EncodedBlock(IdBlock("A", "0-", 3, None)).encoded(True)
+    assert all(not d.HasField("topology") for d in pb.ListAndWatchResponse.FromString(data).devices)
+    assert topology_field(None) == b""
+    with pytest.raises(ValueError, match="negative"):
+        topology_field(-1)

@@ -73,6 +73,9 @@ def write_json_atomic(path: pathlib.Path, data: Any) -> None:
 # (native/fakenvml/profiles.c PATTERNS; keep both in sync).
 MIG_MODEL_PATTERNS: tuple[str, ...] = (
     "H200",
+    "H20",
+    "GB200",
+    "B200",
     "H100 80GB HBM3",
     "H100-SXM5-80GB",
     "H100 SXM5 80GB",
@@ -88,13 +91,22 @@ MIG_MODEL_PATTERNS: tuple[str, ...] = (
 )
 
 
+def has_digit_after(name: str, pattern: str) -> bool:
+    """Whether the first occurrence of ``pattern`` in ``name`` is followed by a digit."""
+    at = name.find(pattern)
+    return at >= 0 and name[at + len(pattern) : at + len(pattern) + 1].isdigit()
+
+
 def has_mig_table(name: str) -> bool:
     """Whether the fake NVML has a MIG profile table for a GPU of this NVML name."""
     for pattern in MIG_MODEL_PATTERNS:
         at = name.find(pattern)
         if at < 0:
             continue
-        if pattern == "A30" and name[at + 3 : at + 4].isdigit():  # "A3000" is not an A30
+        end = at + len(pattern)
+        if pattern in ("A30", "H20") and name[end : end + 1].isdigit():  # "A3000" is not an A30, "H200" no H20
+            continue
+        if pattern == "H20" and "141GB" in name:  # the 141 GB H20 has no table
             continue
         return True
     return False
@@ -112,9 +124,10 @@ def device(
     """One device entry of the fake NVML config with realistic defaults.
 
     ``mig_capable`` defaults to whether the model has a built-in MIG table; the
-    compute capability defaults to 9.0 for Hopper names and 8.0 otherwise.
+    compute capability defaults to 10.0 for B200/GB200, 9.0 for Hopper names and 8.0 otherwise.
     """
-    hopper = "H100" in name or "H200" in name
+    hopper = "H100" in name or "H200" in name or ("H20" in name and not has_digit_after(name, "H20"))
+    blackwell = "B200" in name  # B200 and GB200: compute capability 10.0
     entry: dict[str, Any] = {
         "uuid": uuid or f"GPU-{index:08x}-6888-5063-1e4d-f2a09cfbf{index:03x}",
         "name": name,
@@ -125,7 +138,7 @@ def device(
         "minor": index,
         "pci_bus_id": f"00000000:{0x07 + index:02X}:00.0",
         "numa_node": 0,
-        "compute_capability": [9, 0] if hopper else [8, 0],
+        "compute_capability": [10, 0] if blackwell else [9, 0] if hopper else [8, 0],
         "mig_capable": has_mig_table(name) if mig_capable is None else mig_capable,
         "mig_mode": False,
         "processes": [],
