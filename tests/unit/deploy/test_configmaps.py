@@ -11,8 +11,13 @@ import yaml
 
 from vgpu.config.device_config import default_device_config
 from vgpu.config.loader import parse_device_config, parse_node_config
-from vgpu.config.mig_defaults import DEFAULT_KNOWN_MIG_GEOMETRIES, geometries_as_data
-from vgpu.config.model import MODE_HAMI_CORE, MODE_MIG, MigGeometryEntry, MigGroup, MigTemplate
+from vgpu.config.mig_defaults import (
+    DEFAULT_KNOWN_MIG_GEOMETRIES,
+    NEWER_MIG_GEOMETRIES,
+    SHIPPED_MIG_GEOMETRIES,
+    geometries_as_data,
+)
+from vgpu.config.model import MODE_HAMI_CORE, MODE_MIG
 
 from . import manifests as m
 
@@ -40,30 +45,57 @@ def test_device_config_parses_cleanly_and_equals_the_built_in_defaults(kustomiza
     assert cfg.known_mig_geometries == DEFAULT_KNOWN_MIG_GEOMETRIES
 
 
-# docs/mig.md §2.1, "Entries worth adding": H100 80GB with NVML's instance sizes.
-H100_80GB = MigGeometryEntry(
-    models=("H100 80GB HBM3",),
-    groups=(
-        MigGroup("group1", (MigTemplate("1g.10gb", 9984, 7),)),
-        MigGroup("group2", (MigTemplate("2g.20gb", 20096, 3), MigTemplate("1g.10gb", 9984, 1))),
-        MigGroup("group3", (MigTemplate("3g.40gb", 40448, 2),)),
-        MigGroup("group4", (MigTemplate("7g.80gb", 81152, 1),)),
-    ),
-)
+MIG_VALUES = m.DEPLOY / "helm" / "mig-values.yaml"
 
 
-def test_mig_overlay_device_config_is_the_base_plus_an_h100_entry():
-    text = _device_text(m.render("overlays/mig"))
-    cfg, warnings = parse_device_config(text, "device-config.yaml")
-    assert warnings == []
+def _parsed_mig_device_config(text: str, where: str):
+    """The MIG device config through the real loader: it must load cleanly and equal the built-in
+    defaults with exactly the shipped geometry list (docs/mig.md §2.2) -- nothing more, nothing less,
+    in the same order (a card uses the first matching entry; the scheduler walks the groups in order)."""
+    cfg, warnings = parse_device_config(text, where)
+    assert warnings == [], where
+    assert cfg.known_mig_geometries == SHIPPED_MIG_GEOMETRIES, where
     assert replace(cfg, source="") == replace(
-        default_device_config(), source="", known_mig_geometries=DEFAULT_KNOWN_MIG_GEOMETRIES + (H100_80GB,)
-    )
-    # The patch repeats the whole file: apart from the new entry it must not drift from the base.
+        default_device_config(), source="", known_mig_geometries=SHIPPED_MIG_GEOMETRIES
+    ), where
+    return cfg
+
+
+def test_mig_overlay_device_config_is_the_base_plus_the_newer_gpu_entries():
+    text = _device_text(m.render("overlays/mig"))
+    _parsed_mig_device_config(text, "overlays/mig device-config.yaml")
+    # The patch repeats the whole file: apart from the geometries it must not drift from the base.
     overlay = yaml.safe_load(text)["nvidia"]
     base = yaml.safe_load(_device_text(m.single_file_docs()))["nvidia"]
-    overlay["knownMigGeometries"] = overlay["knownMigGeometries"][:-1]
+    assert overlay.pop("knownMigGeometries") == geometries_as_data(SHIPPED_MIG_GEOMETRIES)
+    assert base.pop("knownMigGeometries") == geometries_as_data(DEFAULT_KNOWN_MIG_GEOMETRIES)
     assert overlay == base
+
+
+def test_mig_values_device_config_carries_exactly_the_shipped_geometries():
+    # Read from the values file itself (no helm needed): the text the chart puts into the ConfigMap.
+    values = yaml.safe_load(MIG_VALUES.read_text())
+    _parsed_mig_device_config(values["deviceConfig"], "mig-values.yaml deviceConfig")
+    # Upstream's list first, unchanged, then the newer GPUs: the same YAML data as the overlay.
+    data = yaml.safe_load(values["deviceConfig"])["nvidia"]["knownMigGeometries"]
+    assert data == geometries_as_data(DEFAULT_KNOWN_MIG_GEOMETRIES + NEWER_MIG_GEOMETRIES)
+    assert data == yaml.safe_load(_device_text(m.render("overlays/mig")))["nvidia"]["knownMigGeometries"]
+
+
+def test_the_shipped_newer_entries_match_in_order_and_do_not_shadow_each_other():
+    # "H200" before "H20", "GB200" before "B200" (docs/mig.md §2.2): each model finds its own entry.
+    models = [e.models for e in NEWER_MIG_GEOMETRIES]
+    assert models == [("H100 80GB HBM3",), ("H200",), ("NVIDIA H20",), ("GB200",), ("B200",)]
+    for name, want in [
+        ("NVIDIA H100 80GB HBM3", "H100 80GB HBM3"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA H20", "NVIDIA H20"),
+        ("NVIDIA GB200", "GB200"),
+        ("NVIDIA B200", "B200"),
+        ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"),
+    ]:
+        first = next(e for e in SHIPPED_MIG_GEOMETRIES if any(model in name for model in e.models))
+        assert want in first.models, name
 
 
 def test_device_config_spells_out_every_key_volcano_reads():
@@ -83,7 +115,7 @@ def test_mig_overlay_puts_its_listed_nodes_in_mig_mode_with_room_for_seven_insta
     text = m.configmap_data(m.render("overlays/mig"), "volcano-vgpu-node-config")["config.json"]
     names = [e["name"] for e in json.loads(text)["nodeconfig"]]
     assert names
-    largest_group = max(sum(t.count for t in g.geometries) for e in DEFAULT_KNOWN_MIG_GEOMETRIES for g in e.groups)
+    largest_group = max(sum(t.count for t in g.geometries) for e in SHIPPED_MIG_GEOMETRIES for g in e.groups)
     for name in names:
         node, warnings = parse_node_config(text, "config.json", name)
         assert warnings == []
@@ -134,3 +166,20 @@ def test_scheduler_arguments_are_accepted_by_the_scheduler_emulator():
         node_lock_enable=args["deviceshare.NodeLockEnable"],
     )
     assert cfg.policy == args["deviceshare.SchedulePolicy"]
+
+
+def test_the_scheduler_reads_the_mig_geometries_from_the_mig_device_configmap():
+    # The scheduler ConfigMap carries no geometries of its own: it names the device ConfigMap, so
+    # with the mig overlay (or mig-values.yaml) it reads the very list the plugin loads.
+    conf = _scheduler_conf()
+    assert "knownMigGeometries" not in m.SCHEDULER_CONFIGMAP.read_text().split("apiVersion:", 1)[1]
+    args = {p["name"]: p.get("arguments") or {} for tier in conf["tiers"] for p in tier["plugins"]}["deviceshare"]
+    docs = m.render("overlays/mig")
+    (cm,) = [
+        d
+        for d in docs
+        if d["kind"] == "ConfigMap"
+        and d["metadata"]["name"] == args["deviceshare.KnownGeometriesCMName"]
+        and d["metadata"]["namespace"] == args["deviceshare.KnownGeometriesCMNamespace"]
+    ]
+    _parsed_mig_device_config(cm["data"]["device-config.yaml"], "the scheduler's geometries ConfigMap")
