@@ -13,7 +13,9 @@ import errno
 import logging
 import os
 import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 log = logging.getLogger("vgpu.cli")
 
@@ -90,3 +92,40 @@ def check_port_free(host: str, port: int, where: str) -> None:
         if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) or isinstance(exc, socket.gaierror):
             raise StartupError(f"{where}: {host} is not an address of this host ({exc.strerror or exc})") from None
         raise StartupError(f"{where}: cannot listen on {host}:{port}: {exc.strerror or exc}", EXIT_RUNTIME) from None
+
+
+class _Daemon(Protocol):
+    def install_signal_handlers(self) -> None: ...
+    def run(self) -> int: ...
+
+
+_Options = TypeVar("_Options")
+
+
+def start_daemon(
+    command: str,
+    args: Any,
+    environ: Mapping[str, str],
+    resolve: Callable[[Any, Mapping[str, str]], _Options],
+    check: Callable[[_Options, Any, Mapping[str, str]], None],
+    make: Callable[[_Options], _Daemon],
+) -> int:
+    """Resolve and check a daemon's settings (one line, exit 2 on a bad one), then run it.
+
+    Both `vgpu plugin` and `vgpu monitor` start this way, so a bad setting reads the same
+    (``vgpu <command>: <what> [<where>]``) before either does anything slow.
+    """
+    log = logging.getLogger(f"vgpu.{command}.command")
+    try:
+        opts = resolve(args, environ)
+    except ValueError as exc:
+        log.error("vgpu %s: %s", command, exc)
+        return EXIT_CONFIG
+    try:
+        check(opts, args, environ)
+    except StartupError as exc:
+        log.error("vgpu %s: %s", command, exc)
+        return exc.status
+    daemon = make(opts)
+    daemon.install_signal_handlers()
+    return daemon.run()

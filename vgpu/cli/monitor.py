@@ -8,18 +8,21 @@ resource names; a missing file means built-in defaults.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from collections.abc import Mapping
 
 from vgpu.cli import settings
-from vgpu.cli.checks import EXIT_CONFIG, StartupError, check_config_file, check_kubeconfig, check_port_free
+from vgpu.cli.checks import (
+    StartupError,
+    check_config_file,
+    check_kubeconfig,
+    check_port_free,
+    start_daemon,
+)
 from vgpu.cli.settings import Setting, add_settings, defaults_from, field_default, resolve_settings, source_of
 from vgpu.configfiles import DEVICE_CONFIG_PATH
 from vgpu.httpserve import ListenAddressError, parse_listen
 from vgpu.monitor.daemon import MonitorDaemon, MonitorOptions
-
-log = logging.getLogger("vgpu.monitor.command")  # the name its log lines have always had
 
 SETTINGS: tuple[Setting, ...] = defaults_from(
     MonitorOptions,
@@ -81,16 +84,4 @@ def check(opts: MonitorOptions, args: argparse.Namespace, environ: Mapping[str, 
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        opts = resolve(args, os.environ)
-    except ValueError as exc:
-        log.error("vgpu monitor: %s", exc)
-        return EXIT_CONFIG
-    try:
-        check(opts, args, os.environ)
-    except StartupError as exc:
-        log.error("vgpu monitor: %s", exc)
-        return exc.status
-    daemon = MonitorDaemon(opts)
-    daemon.install_signal_handlers()
-    return daemon.run()
+    return start_daemon("monitor", args, os.environ, resolve, check, MonitorDaemon)

@@ -8,18 +8,15 @@ are `PluginOptions`' field defaults.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from collections.abc import Mapping
 
 from vgpu.cli import settings
-from vgpu.cli.checks import EXIT_CONFIG, StartupError, check_choice, check_config_file, check_kubeconfig
+from vgpu.cli.checks import StartupError, check_choice, check_config_file, check_kubeconfig, start_daemon
 from vgpu.cli.settings import Setting, add_settings, defaults_from, resolve_settings, source_of
 from vgpu.configfiles import DEVICE_CONFIG_PATH, NODE_CONFIG_PATH
 from vgpu.kube.registrar import HandshakeMode
 from vgpu.plugin.daemon import PluginDaemon, PluginOptions
-
-log = logging.getLogger("vgpu.plugin.command")  # the name its log lines have always had
 
 SETTINGS: tuple[Setting, ...] = defaults_from(
     PluginOptions,
@@ -86,16 +83,4 @@ def check(opts: PluginOptions, args: argparse.Namespace, environ: Mapping[str, s
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        opts = resolve(args, os.environ)
-    except ValueError as exc:
-        log.error("vgpu plugin: %s", exc)
-        return EXIT_CONFIG
-    try:
-        check(opts, args, os.environ)
-    except StartupError as exc:
-        log.error("vgpu plugin: %s", exc)
-        return exc.status
-    daemon = PluginDaemon(opts)
-    daemon.install_signal_handlers()
-    return daemon.run()
+    return start_daemon("plugin", args, os.environ, resolve, check, PluginDaemon)

@@ -14,15 +14,6 @@ from vgpu.sim.apiserver import ApiServer
 
 
 @pytest.fixture
-def apiserver() -> Iterator[ApiServer]:
-    server = ApiServer(bookmark_interval=0.2).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def api_client(apiserver: ApiServer) -> Iterator[client.ApiClient]:
     api = apiserver.api_client()
     try:

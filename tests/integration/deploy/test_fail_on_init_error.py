@@ -25,7 +25,6 @@ from tests.integration.plugin.conftest import PluginProcess
 from tests.unit.deploy import manifests as m
 from tests.unit.monitor.helpers import MIB, UUIDS, add_container, one, parse
 from vgpu.nvml.backoff import FIRST_S as NVML_RETRY_FIRST_S
-from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.kubelet import FakeKubelet
 from vgpu.sim.nvml import fakenvml
 from vgpu.sim.processes import LoggedProcess, MonitorProcess, wait_until
@@ -40,15 +39,6 @@ HOLD_S = 3.5 * NVML_RETRY_FIRST_S
 def _chart_setting(container: str) -> str:
     """FAIL_ON_INIT_ERROR as the chart's default render sets it for ``container``."""
     return m.plain_env(m.container(m.daemonset(m.single_file_docs()), container))["FAIL_ON_INIT_ERROR"]
-
-
-@pytest.fixture
-def apiserver() -> Iterator[ApiServer]:
-    server = ApiServer(bookmark_interval=0.2).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -18,15 +18,6 @@ NODE = "node-1"
 
 
 @pytest.fixture
-def apiserver() -> Iterator[ApiServer]:
-    server = ApiServer(bookmark_interval=0.2).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def kubeconfig(apiserver: ApiServer, tmp_path: pathlib.Path) -> pathlib.Path:
     path = tmp_path / "kubeconfig"
     apiserver.kubeconfig(path)
