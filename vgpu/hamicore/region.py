@@ -440,7 +440,19 @@ _read = lib.vgpu_region_read
 class Region:
     """One open shared-region file.  Use :meth:`open`; close it (or use ``with``)."""
 
-    __slots__ = ("path", "writable", "torn_reads", "_fd", "_out", "_buf", "_err", "_hint", "_good")
+    __slots__ = (
+        "path",
+        "writable",
+        "torn_reads",
+        "_fd",
+        "_out",
+        "_buf",
+        "_err",
+        "_hint",
+        "_good",
+        "_raw",
+        "_snap",
+    )
 
     def __init__(self, fd: int, path: str, writable: bool):
         self._fd = fd
@@ -452,6 +464,10 @@ class Region:
         self._hint = 0  # layout of the last good read: lets the native reader skip its fstat
         self._good: RegionSnapshot | None = None  # the last read with every slot consistent
         self.torn_reads = 0  # reads with a skipped slot (their sums came from _good, if any)
+        # The summary bytes of the last read and the snapshot built from them: a snapshot is a
+        # function of those bytes (and the path) only, so an identical summary reuses it.
+        self._raw = b""
+        self._snap: RegionSnapshot | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, dir_fd: int | None = None, writable: bool = False) -> Region:
@@ -497,6 +513,9 @@ class Region:
     def read(self) -> RegionSnapshot:
         """Decode the region now: one native call (fstat, header, tail, live slots).
 
+        The snapshot of an unchanged summary (a file nobody wrote since the last read) is the
+        previous one (they are immutable), so a steady file costs the native call only.
+
         A torn read (a slot whose seqlock did not settle within the caps) gets the slot sums of
         the last consistent read of this Region, marked ``last_good``; with none yet, the sums of
         the slots that did settle.
@@ -507,7 +526,15 @@ class Region:
         if _read(fd, self._hint, self._out, self._err) < 0:
             self._hint = 0
             raise _error(self._err, self.path)
-        snap = _snapshot(self._buf, self.path)
+        # The summary is what the native reader made of the file (validated, clamped), every
+        # field included (counts, seqlock outcome, preads): when a writer changed anything the
+        # reader reports, the bytes differ and the snapshot is rebuilt.
+        raw = self._buf.tobytes()
+        if raw == self._raw and self._snap is not None:
+            snap = self._snap
+        else:
+            snap = _snapshot(self._buf, self.path)
+            self._raw, self._snap = raw, snap
         self._hint = snap[1]  # layout
         if not snap[10]:  # skipped_slots
             self._good = snap

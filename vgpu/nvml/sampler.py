@@ -1,6 +1,7 @@
 """Per-tick GPU usage of every device in ONE native call (the monitor's hot path).
 
-``Sampler.sample()`` returns fresh dataclasses; ``Sampler.sample_into()`` is the
+``Sampler.sample()`` returns fresh dataclasses (each device's ``processes`` built on first
+read, so a caller that reads none pays for none); ``Sampler.sample_into()`` is the
 zero-copy variant that only refreshes the preallocated cffi arrays (allocated once per
 device count with ``ffi.new``) and returns how many devices it wrote.
 
@@ -86,22 +87,51 @@ _NOT_AVAILABLE = lib.VNV_VALUE_NOT_AVAILABLE
 
 def _processes(raw: bytes) -> tuple[ProcessSample, ...]:
     return tuple(
-        ProcessSample(
-            pid,
-            None if used == _NOT_AVAILABLE else used,
-            None if gi == _ID_NONE else gi,
-            None if ci == _ID_NONE else ci,
-            None if sm == _NO_SAMPLE else sm,
-            None if mem == _NO_SAMPLE else mem,
-        )
-        for pid, gi, ci, sm, mem, _r, used, _ts in _PROCESS.iter_unpack(raw)
+        [
+            ProcessSample(
+                pid,
+                None if used == _NOT_AVAILABLE else used,
+                None if gi == _ID_NONE else gi,
+                None if ci == _ID_NONE else ci,
+                None if sm == _NO_SAMPLE else sm,
+                None if mem == _NO_SAMPLE else mem,
+            )
+            for pid, gi, ci, sm, mem, _r, used, _ts in _PROCESS.iter_unpack(raw)
+        ]
     )
 
 
+_PROCESSES_SLOT: Any = DeviceSample.__dict__["processes"]  # the dataclass's own slot (a member descriptor)
+
+
+class _SampledDevice(DeviceSample):
+    """A ``DeviceSample`` whose ``processes`` are built on first read from the rows copied
+    out of the native array (most callers never read them: the monitor samples without
+    process rows, the MIG manager reads one device), so ``sample()`` does not pay one
+    object per process per tick.  It is still a ``DeviceSample`` in every other respect."""
+
+    __slots__ = ("_rows",)
+    _rows: bytes | None
+
+    @property
+    def processes(self) -> tuple[ProcessSample, ...]:
+        rows = self._rows
+        if rows is not None:  # two racing first reads build equal tuples; either may win
+            _PROCESSES_SLOT.__set__(self, _processes(rows))
+            self._rows = None
+        return _PROCESSES_SLOT.__get__(self)
+
+    @processes.setter
+    def processes(self, value: tuple[ProcessSample, ...]) -> None:
+        _PROCESSES_SLOT.__set__(self, value)
+        self._rows = None
+
+
 def _convert(n: int, devices: Any, processes: Any, per_device: int) -> tuple[DeviceSample, ...]:
-    dev_raw = ffi.buffer(devices, n * _DEVICE.size)
-    proc_raw = ffi.buffer(processes, n * per_device * _PROCESS.size) if per_device else b""
+    proc_raw = ffi.buffer(processes, n * per_device * _PROCESS.size) if per_device else None
+    row_bytes = per_device * _PROCESS.size
     out = []
+    base = 0
     for i, (
         _handle_rc,
         mem_rc,
@@ -119,27 +149,18 @@ def _convert(n: int, devices: Any, processes: Any, per_device: int) -> tuple[Dev
         mused,
         mfree,
         _seen,
-    ) in enumerate(_DEVICE.iter_unpack(dev_raw)):
-        mem_ok = mem_rc == NVML_SUCCESS
-        util_ok = util_rc == NVML_SUCCESS
-        base = i * per_device * _PROCESS.size
-        out.append(
-            DeviceSample(
-                i,
-                mem_rc,
-                mtotal if mem_ok else None,
-                mused if mem_ok else None,
-                mfree if mem_ok else None,
-                util_rc,
-                ugpu if util_ok else None,
-                umem if util_ok else None,
-                procs_rc,
-                _processes(proc_raw[base : base + count * _PROCESS.size]) if count else (),
-                total,
-                bool(truncated),
-                putil_rc,
-            )
+    ) in enumerate(_DEVICE.iter_unpack(ffi.buffer(devices, n * _DEVICE.size))):
+        if mem_rc != NVML_SUCCESS:
+            mtotal = mused = mfree = None
+        if util_rc != NVML_SUCCESS:
+            ugpu = umem = None
+        dev = _SampledDevice(
+            i, mem_rc, mtotal, mused, mfree, util_rc, ugpu, umem, procs_rc, (), total, truncated != 0, putil_rc
         )
+        if count and proc_raw is not None:  # copied now: the arrays are refilled by the next call
+            dev._rows = proc_raw[base : base + count * _PROCESS.size]
+        base += row_bytes
+        out.append(dev)
     return tuple(out)
 
 
