@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
+from benchmarks.allocate_setup import a100s, hook_dir
 from benchmarks.conftest import ratio_gate, rounds
 from vgpu.config.model import DeviceConfig, EffectiveConfig, NodeConfig
 from vgpu.kube.caches import node_pod_cache
 from vgpu.kube.client import KubeClient
 from vgpu.kube.retry import RetryQueue
-from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.health import GpuHealth
 from vgpu.plugin.allocator import VolcanoAllocator
 from vgpu.plugin.api import pb
@@ -76,14 +76,18 @@ class NodeListSource:
         return False
 
 
+DONE_MEMORY = 1  # 5,000 done pods on one GPU stay within its 8,192 memory units
+
+
 def _pod(name: str, node: str, done: bool) -> dict[str, Any]:
     """A realistic pod: two containers (one vGPU), labels, owner, env; done pods carry success keys."""
+    memory = DONE_MEMORY if done else 40
     pod = pod_manifest(
         name,
         [
             {
                 "name": "main",
-                "limits": {NUMBER: 1, MEMORY: 40, CORES: 0},
+                "limits": {NUMBER: 1, MEMORY: memory, CORES: 0},
                 "env": {"MODEL": "resnet50", "BATCH": "64"},
             },
             {"name": "sidecar", "env": {"LOG_LEVEL": "info"}},
@@ -92,9 +96,9 @@ def _pod(name: str, node: str, done: bool) -> dict[str, Any]:
     pod["metadata"]["labels"] = {"app": "train", "job": name.rsplit("-", 1)[0], "volcano.sh/job-name": "train"}
     pod["spec"]["nodeName"] = node
     if done:
-        # 100 of them share GPU 0 of this node, within its 8192 memory units and 100 % cores
+        # Up to 5,000 of them share GPU 0 of a node, within its 8192 memory units and 100 % cores
         # (the plugin refuses an over-committed GPU, docs/decisions.md decision 11).
-        ann = scheduler_allocation(node, [[ContainerDevice(UUIDS[0], 40, 0)]], 1_784_884_863)
+        ann = scheduler_allocation(node, [[ContainerDevice(UUIDS[0], memory, 0)]], 1_784_884_863)
         ann.update(
             {
                 "volcano.sh/bind-phase": "success",
@@ -118,13 +122,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     cache = node_pod_cache(client, NODE).start()
     assert cache.wait_synced(30) and len(cache.items()) == PODS // NODES
     tmp = pathlib.Path(tmp_path_factory.mktemp("alloc"))
-    (tmp / "hook").mkdir()
-    (tmp / "hook" / "libvgpu.so").write_bytes(b"x")
-    (tmp / "hook" / "ld.so.preload").write_text("/usr/local/vgpu/libvgpu.so")
-    gpus = [
-        GpuInfo(i, UUIDS[i], "NVIDIA A100-SXM4-80GB", 81920, i, f"00000000:{7 + i:02X}:00.0", 0, (8, 0), True, False)
-        for i in range(8)
-    ]
+    hook_dir(tmp)
+    gpus = a100s(UUIDS)
     cfg = EffectiveConfig(DeviceConfig(gpu_memory_factor=10), NodeConfig())
     health = GpuHealth(UUIDS)
     managers = {s.kind: ResourceManager(s, gpus, cfg, health) for s in resource_specs(cfg)}

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
+from benchmarks.allocate_setup import a100s, hook_dir
 from benchmarks.conftest import QUICK, limit_gate, rounds
 from benchmarks.test_allocate import MEMORY, UUIDS, _pod
 from vgpu.config.model import DeviceConfig, EffectiveConfig, NodeConfig
 from vgpu.kube.caches import node_pod_cache
 from vgpu.kube.client import KubeClient
 from vgpu.kube.retry import RetryQueue
-from vgpu.nvml.device import GpuInfo
 from vgpu.nvml.health import GpuHealth
 from vgpu.plugin.allocator import VolcanoAllocator
 from vgpu.plugin.api import pb
@@ -47,13 +47,8 @@ def memory_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     cache = node_pod_cache(client, NODE).start()
     assert cache.wait_synced(30)
     tmp = pathlib.Path(tmp_path_factory.mktemp("alloc-mem"))
-    (tmp / "hook").mkdir()
-    (tmp / "hook" / "libvgpu.so").write_bytes(b"x")
-    (tmp / "hook" / "ld.so.preload").write_text("/usr/local/vgpu/libvgpu.so")
-    gpus = [
-        GpuInfo(i, UUIDS[i], "NVIDIA A100-SXM4-80GB", 81920, i, f"00000000:{7 + i:02X}:00.0", 0, (8, 0), True, False)
-        for i in range(8)
-    ]
+    hook_dir(tmp)
+    gpus = a100s(UUIDS)
     cfg = EffectiveConfig(DeviceConfig(gpu_memory_factor=1), NodeConfig())
     managers = {s.kind: ResourceManager(s, gpus, cfg, GpuHealth(UUIDS)) for s in resource_specs(cfg)}
     retry = RetryQueue().start()

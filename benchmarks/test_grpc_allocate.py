@@ -60,6 +60,8 @@ def plugins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             plugin = Daemon(
                 [
                     "plugin",
+                    "--metrics-listen",
+                    "127.0.0.1:0",  # plugins run side by side: never the fixed default port
                     "--node-name",
                     node,
                     "--kubelet-socket",

@@ -47,7 +47,8 @@ def test_first_listandwatch_message_over_grpc(benchmark, tmp_path: pathlib.Path)
             kubelet = FakeKubelet(sock_dir).start()
             plugin = Daemon(
                 ["plugin", "--node-name", node, "--kubelet-socket", f"{sock_dir}/kubelet.sock",
-                 "--device-config", str(tmp_path / f"dc{gpus}.yaml"), "--node-config", str(tmp_path / "none.json")],
+                 "--device-config", str(tmp_path / f"dc{gpus}.yaml"), "--node-config", str(tmp_path / "none.json"),
+                 "--metrics-listen", "127.0.0.1:0"],
                 {**nvml.env, "KUBECONFIG": kubeconfig, "HOOK_PATH": str(hook)},
                 tmp_path / f"plugin-{gpus}.log",
             ).start()  # fmt: skip

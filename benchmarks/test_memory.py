@@ -71,6 +71,8 @@ def plugin_cluster(tmp_path: pathlib.Path) -> Iterator[PluginCluster]:
         plugin = Daemon(
             [
                 "plugin",
+                "--metrics-listen",
+                "127.0.0.1:0",  # plugins run side by side: never the fixed default port
                 "--node-name",
                 NODE,
                 "--kubelet-socket",

@@ -52,7 +52,8 @@ def test_daemon_startup_against_import_time_and_help(benchmark, tmp_path):
                 t0 = time.perf_counter()
                 p = Daemon(
                     ["plugin", "--node-name", "node-1", "--kubelet-socket", f"{sock_dir}/kubelet.sock",
-                     "--device-config", str(tmp_path / "dc.yaml"), "--node-config", str(tmp_path / "none.json")],
+                     "--device-config", str(tmp_path / "dc.yaml"), "--node-config", str(tmp_path / "none.json"),
+                     "--metrics-listen", "127.0.0.1:0"],
                     {**nvml.env, "KUBECONFIG": str(kubeconfig), "HOOK_PATH": str(hook)},
                     tmp_path / f"plugin-{k}.log",
                 ).start()  # fmt: skip

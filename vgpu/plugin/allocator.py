@@ -244,14 +244,20 @@ class VolcanoAllocator:
             resp = container_response({"NVIDIA_VISIBLE_DEVICES": ",".join(uuids)})
         else:
             # A scheduler that lost count must not over-commit a GPU (docs/decisions.md decision 11).
+            # Only the pods that can hold these GPUs are read: an index, not a scan of the node.
+            held_uuids = [d.uuid for d in devices]
+            holding = self.pods.assigned_to(
+                ResourceNames.from_config(self.config()), held_uuids, self.overcommit.holders(held_uuids)
+            )
             over = self.overcommit.problem(
-                self._views(),
+                holding,
                 view,
                 target.index,
                 target.name,
                 devices,
                 lambda u: memory_units(gpus[u], cfg.gpu_memory_factor),
                 cfg.gpu_memory_factor,
+                alive=self.pods.uids(),
             )
             if over is not None:
                 raise AllocationError(over, reason=REASON_OVERCOMMIT)

@@ -16,13 +16,15 @@ What counts as committed — only what this plugin handed out:
 * the other containers of the pod being served (its own ``vgpu-ids-new``).
 
 Pods still ``allocating`` that this process has not served yet do not count: their own Allocate
-will count this one. The work per call is one pass over the node's pod views with O(1) per pod:
-each pod version's ``vgpu-ids-new`` is decoded once.
+will count this one. The allocator passes only the pods that can hold the assigned GPUs — those
+whose ``vgpu-ids-new`` names one (the pod-view index, vgpu/kube/pod_views.py) and those this
+process served devices of it (:meth:`OvercommitGuard.holders`) — so a call costs the same with
+100 or 5,000 pods on the node; each pod version's ``vgpu-ids-new`` is decoded once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -91,7 +93,10 @@ class OvercommitGuard:
         been served by an earlier one."""
         self._granted: dict[str, dict[str, Use]] = {}
         """Pod UID → per-GPU use of the containers this process served."""
-        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._granted_on: dict[str, set[str]] = {}
+        """GPU UUID → UIDs of :attr:`_granted` holding it."""
+        self._entries: dict[str, tuple[str, _Entry]] = {}
+        """Pod UID → (resourceVersion, what that version contributes)."""
 
     # ---- recording ------------------------------------------------------------------------
 
@@ -101,52 +106,71 @@ class OvercommitGuard:
         for d in devices:
             mem, cores = use.get(d.uuid, (0, 0))
             use[d.uuid] = (mem + d.usedmem, cores + d.usedcores)
+            self._granted_on.setdefault(d.uuid, set()).add(uid)
+
+    def holders(self, gpus: Iterable[str]) -> set[str]:
+        """UIDs of the pods this process served devices of ``gpus`` (whatever their annotations say now)."""
+        out: set[str] = set()
+        for g in gpus:
+            out |= self._granted_on.get(g, set())
+        return out
 
     def _entry(self, view: PodView) -> _Entry:
-        k = (view.uid, view.resource_version)
-        e = self._entries.get(k)
-        if e is None:
-            segments: tuple[tuple[ContainerDevice, ...], ...] | None = None
-            text = view.annotations.get(keys.VGPU_IDS_NEW)
-            if text is not None:
-                try:
-                    segments = tuple(tuple(seg) for seg in decode_pod_devices(text, annotation=keys.VGPU_IDS_NEW))
-                except ProtocolError:
-                    segments = None
-            phase = view.bind_phase
-            # A success pod this process did not serve counts only if an earlier plugin process
-            # could have served it: created before this one started, asking for vGPU, one segment
-            # per vGPU container. A pod made later with hand-written annotations does not count.
-            earlier = (
-                phase == keys.BIND_PHASE_SUCCESS
-                and segments is not None
-                and view.creation < self._started
-                and 0 < len(view.containers) == len(segments)
-            )
-            e = _Entry(
-                live=not (view.terminal or view.deleting) and view.vgpu_node == self.node_name,
-                failed=phase == keys.BIND_PHASE_FAILED,
-                assigned=_per_gpu(segments) if earlier and segments is not None else None,
-                segments=segments,
-            )
-            self._entries[k] = e
+        got = self._entries.get(view.uid)
+        if got is not None and got[0] == view.resource_version:
+            return got[1]
+        segments: tuple[tuple[ContainerDevice, ...], ...] | None = None
+        text = view.annotations.get(keys.VGPU_IDS_NEW)
+        if text is not None:
+            try:
+                segments = tuple(tuple(seg) for seg in decode_pod_devices(text, annotation=keys.VGPU_IDS_NEW))
+            except ProtocolError:
+                segments = None
+        phase = view.bind_phase
+        # A success pod this process did not serve counts only if an earlier plugin process
+        # could have served it: created before this one started, asking for vGPU, one segment
+        # per vGPU container. A pod made later with hand-written annotations does not count.
+        earlier = (
+            phase == keys.BIND_PHASE_SUCCESS
+            and segments is not None
+            and view.creation < self._started
+            and 0 < len(view.containers) == len(segments)
+        )
+        e = _Entry(
+            live=not (view.terminal or view.deleting) and view.vgpu_node == self.node_name,
+            failed=phase == keys.BIND_PHASE_FAILED,
+            assigned=_per_gpu(segments) if earlier and segments is not None else None,
+            segments=segments,
+        )
+        self._entries[view.uid] = (view.resource_version, e)
         return e
 
-    def _trim(self, views: Sequence[PodView]) -> None:
-        if len(self._entries) > 2 * len(views) + 16:
-            live = {(v.uid, v.resource_version) for v in views}
-            self._entries = {k: v for k, v in self._entries.items() if k in live}
-        if len(self._granted) > len(views):
-            uids = {v.uid for v in views}
-            self._granted = {u: g for u, g in self._granted.items() if u in uids}
+    def _trim(self, alive: Collection[str]) -> None:
+        """Forget pods that left the node (``alive``: the UIDs of its pods now)."""
+        if len(self._entries) > 2 * len(alive) + 16:
+            self._entries = {u: e for u, e in self._entries.items() if u in alive}
+        if len(self._granted) > len(alive):
+            self._granted = {u: g for u, g in self._granted.items() if u in alive}
+            self._granted_on = {}
+            for u, g in self._granted.items():
+                for gpu in g:
+                    self._granted_on.setdefault(gpu, set()).add(u)
 
     # ---- the check ------------------------------------------------------------------------
 
     def committed(
-        self, views: Sequence[PodView], serving: PodView, target_index: int, gpus: Iterable[str]
+        self,
+        views: Sequence[PodView],
+        serving: PodView,
+        target_index: int,
+        gpus: Iterable[str],
+        alive: Collection[str] | None = None,
     ) -> dict[str, Committed]:
-        """For each of ``gpus``: what the other assignments on this node hold (see the module docstring)."""
-        self._trim(views)
+        """For each of ``gpus``: what the other assignments on this node hold (see the module docstring).
+
+        ``views`` must include every pod that holds one of ``gpus`` (it may hold more pods);
+        ``alive`` is the UIDs of all the node's pods (default: those of ``views``)."""
+        self._trim(alive if alive is not None else {v.uid for v in views})
         wanted = tuple(dict.fromkeys(gpus))
         mem = dict.fromkeys(wanted, 0)
         cores = dict.fromkeys(wanted, 0)
@@ -165,7 +189,8 @@ class OvercommitGuard:
             uid = v.uid
             if uid == serving_uid:
                 continue
-            e = entries.get((uid, v.resource_version)) or self._entry(v)
+            got = entries.get(uid)
+            e = got[1] if got is not None and got[0] == v.resource_version else self._entry(v)
             if not e.live:
                 continue
             g = granted.get(uid)
@@ -188,12 +213,14 @@ class OvercommitGuard:
         devices: Sequence[ContainerDevice],
         capacity: Callable[[str], int],
         memory_factor: int,
+        alive: Collection[str] | None = None,
     ) -> str | None:
-        """The failure text when serving ``devices`` would over-commit a GPU, else None."""
+        """The failure text when serving ``devices`` would over-commit a GPU, else None
+        (``views`` and ``alive`` as for :meth:`committed`)."""
         plain = [d for d in devices if d.mig is None]
         if not plain:
             return None
-        held = self.committed(views, serving, target_index, (d.uuid for d in plain))
+        held = self.committed(views, serving, target_index, (d.uuid for d in plain), alive)
         unit = "MiB" if memory_factor == 1 else f"× {memory_factor} MiB"
         for d in plain:
             c = held[d.uuid]

@@ -128,3 +128,18 @@ def test_the_event_names_only_pods_of_the_failing_pods_namespace():
     msg = check(g, others + mine, NEW, ask(30720)) or ""
     assert "(default/m0, default/m1, default/m2, 2 more, 2 pod(s) of other namespaces)" in msg
     assert "tenant-b" not in msg
+
+
+def test_holders_keep_a_served_pod_whose_annotations_no_longer_name_the_gpu():
+    """The allocator reads only the pods the GPU index names plus :meth:`holders`: a tenant who
+    rewrites its served pod's ``vgpu-ids-new`` still holds what it was served."""
+    g = OvercommitGuard(NODE)
+    served = view("served", f"{U0},NVIDIA,61440,0:", "allocating")
+    g.granted(served.uid, ask(61440))
+    assert g.holders([U0]) == {served.uid} and g.holders([U1]) == set()
+    edited = view("served", f"{U1},NVIDIA,1,0:", "success", rv="2")
+    alive = {edited.uid, NEW.uid}
+    msg = g.problem([edited, NEW], NEW, 0, "c", ask(30720), lambda _u: CAP, 1, alive=alive)
+    assert msg is not None and "61440 of its 81920 MiB" in msg
+    # once the pod leaves the node it no longer counts (its grant is dropped at the next trim)
+    assert g.problem([NEW], NEW, 0, "c", ask(30720), lambda _u: CAP, 1, alive={NEW.uid}) is None
