@@ -43,4 +43,7 @@ def missing_program(reason: str) -> NoReturn:
 def unavailable_here(condition: bool, reason: str) -> pytest.MarkDecorator:
     """Skip where the machine lacks what the test needs (root, inotify); under CI, which has it, run
     and fail instead (docs/testing.md §2: a skip never hides a set-up failure in CI)."""
-    return pytest.mark.skipif(condition and not os.environ.get("CI"), reason=f"{reason}; under CI it runs and fails")
+    return pytest.mark.skipif(
+        condition and not os.environ.get("CI"),
+        reason=f"{reason} (skipped off CI only: with CI set the test runs, so a CI machine lacking it fails)",
+    )

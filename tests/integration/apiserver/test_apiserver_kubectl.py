@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from tests.conftest import missing_program
 from tests.integration.apiserver.conftest import pod_body
+from tests.support import programs
 
-KUBECTL = shutil.which("kubectl")
+KUBECTL = programs.kubectl_path()
 
 
 @pytest.fixture(autouse=True)
 def _kubectl_present() -> None:
     if KUBECTL is None:
-        missing_program("kubectl is not installed (the tests drive the real binary)")
+        programs.kubectl("the tests drive the real binary")
 
 
 @pytest.fixture

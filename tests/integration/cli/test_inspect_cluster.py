@@ -3,7 +3,6 @@ kubectl does, and explains a Pending pod from the scheduler emulator's Events an
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.conftest import missing_program
+from tests.support import programs
 from vgpu.protocol import RegisterRecord, encode_register, keys
 from vgpu.sim.apiserver import ApiServer
 from vgpu.sim.scheduler import VolcanoSchedulerEmulator
@@ -156,9 +155,7 @@ def test_pending_pod_is_explained(server, api, tmp_path):
 
 
 def test_kubectl_describe_shows_the_scheduler_event_and_condition(server, api, tmp_path):
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        missing_program("kubectl is not installed")
+    kubectl = programs.kubectl("`kubectl describe` is what a user would run")
     add_gpu_node(api)
     add_pod(api, "oversized", 204800)
     VolcanoSchedulerEmulator(api).schedule_once()

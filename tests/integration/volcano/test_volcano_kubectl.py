@@ -5,25 +5,24 @@ real plugin then serves."""
 from __future__ import annotations
 
 import pathlib
-import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from tests.conftest import missing_program
+from tests.support import programs
 from vgpu.protocol import encode_pod_devices, keys
 from vgpu.protocol.pod_devices import ContainerDevice
 
 from .conftest import MEMORY, NODE, NUMBER, UUID0, UUID1
 
-KUBECTL = shutil.which("kubectl")
+KUBECTL = programs.kubectl_path()
 
 
 @pytest.fixture(autouse=True)
 def _kubectl_present() -> None:
     if KUBECTL is None:
-        missing_program("kubectl is not installed (the tests drive the real binary)")
+        programs.kubectl("the tests drive the real binary")
 
 
 def kubectl(cluster, tmp_path: pathlib.Path, *args: str, stdin: str | None = None) -> str:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import functools
 import pathlib
-import shutil
 import subprocess
 from collections.abc import Iterable
 from typing import Any
 
 import yaml
 
-from tests.conftest import missing_program
+from tests.support import programs
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
@@ -36,15 +35,7 @@ NAMESPACE = "kube-system"
 
 def kubectl() -> str:
     """Path of kubectl, or skip (fail under CI) with the reason."""
-    built = REPO / "build" / "helm" / "kubectl"
-    path = str(built) if built.is_file() else shutil.which("kubectl")
-    if path is None:
-        reason = (
-            "kubectl is not installed: rendering the kustomize overlays needs the real "
-            "`kubectl kustomize` (`make helm` installs one under build/helm)"
-        )
-        missing_program(reason)
-    return path
+    return programs.kubectl("rendering the kustomize overlays needs the real `kubectl kustomize`", prefer_built=True)
 
 
 @functools.cache
