@@ -347,7 +347,6 @@ def _uuid(raw: bytes) -> str:
 
 _unpack_head = _HEAD.unpack_from
 _iter_devices = _DEV.iter_unpack
-_VERSIONED: Final = frozenset(int(x) for x in Layout if int(x) >= 3)  # v1.x and interim carry version fields
 
 
 def _snapshot(buf: memoryview, path: str) -> RegionSnapshot:
@@ -367,25 +366,7 @@ def _snapshot(buf: memoryview, path: str) -> RegionSnapshot:
         elif state == 2:
             invalid.append(d)
         d += 1
-    if h[_ANOMALIES] or h[_LAYOUT] not in _VERSIONED:
-        return snapshot_from_summary(h, devices, invalid, path)
-    return new(
-        RegionSnapshot,
-        (path, _LAYOUTS[h[_LAYOUT]], h[_MAJOR], h[_MINOR])
-        + h[_FILE_SIZE:_LAST_KERNEL]
-        + (
-            h[_LAST_KERNEL] if h[_HAS_LAST_KERNEL] else None,
-            h[_SEQLOCKED] == 1,
-            h[21:37],
-            h[37:53],
-            tuple(devices),
-            tuple(invalid),
-            (),
-            h[_PREADS],
-            h[_BYTES],
-            False,
-        ),
-    )
+    return snapshot_from_summary(h, devices, invalid, path)
 
 
 def snapshot_from_summary(
